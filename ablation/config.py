@@ -1,0 +1,81 @@
+"""The config contract: switch names, run names, and checks before training.
+
+Hydra composes the config; this module gives the three switches their
+readable names (``spt+lsa+temp-s0``) and refuses bad values with one line
+before any data is loaded or any model trained.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from omegaconf import OmegaConf
+
+SWITCHES = ("spt", "lsa", "learnable_temperature")
+SWITCH_SHORT_NAMES = {"spt": "spt", "lsa": "lsa", "learnable_temperature": "temp"}
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names key, value and what is allowed."""
+
+
+def as_bool(value, key: str = "switch") -> bool:
+    """Hydra parses ``true``/``false`` to bools; anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"{key}={value!r} is not a boolean: use {key}=true or {key}=false")
+
+
+def variant_name(spt, lsa, learnable_temperature) -> str:
+    """``vit`` for the plain ViT, else the switches that are on: ``spt+lsa+temp``."""
+    on = [SWITCH_SHORT_NAMES[k] for k, v in
+          zip(SWITCHES, (spt, lsa, learnable_temperature)) if as_bool(v, k)]
+    return "+".join(on) if on else "vit"
+
+
+def register_resolvers() -> None:
+    """``${variant:${spt},${lsa},${learnable_temperature}}`` for run names."""
+    if not OmegaConf.has_resolver("variant"):
+        OmegaConf.register_new_resolver("variant", variant_name)
+
+
+def switches(cfg: Mapping) -> dict[str, bool]:
+    return {k: as_bool(cfg[k], k) for k in SWITCHES}
+
+
+def _positive(cfg: Mapping, key: str, kind=(int, float)) -> None:
+    group, name = key.split(".")
+    value = cfg[group][name]
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise ConfigError(f"{key}={value!r} must be a positive number")
+
+
+def validate(cfg: Mapping) -> None:
+    """Refuse a config that cannot train, with one line naming the fix."""
+    for key in SWITCHES:
+        as_bool(cfg[key], key)
+    if isinstance(cfg["seed"], bool) or not isinstance(cfg["seed"], int):
+        raise ConfigError(f"seed={cfg['seed']!r} must be an integer")
+    _positive(cfg, "trainer.epochs", int)
+    _positive(cfg, "trainer.batch_size", int)
+    _positive(cfg, "trainer.learning_rate")
+    warmup = cfg["trainer"]["warmup_fraction"]
+    if not 0 <= warmup < 1:
+        raise ConfigError(f"trainer.warmup_fraction={warmup!r} must be in [0, 1)")
+    mode = cfg["wandb"]["mode"]
+    if mode not in WANDB_MODES:
+        raise ConfigError(f"wandb.mode={mode!r} is not one of {', '.join(WANDB_MODES)}")
+    model = cfg["model"]
+    for key in ("image_size", "patch_size", "dim", "depth", "num_heads", "key_dim"):
+        _positive(cfg, f"model.{key}", int)
+    if model["image_size"] % model["patch_size"]:
+        raise ConfigError(
+            f"model.patch_size={model['patch_size']} does not divide "
+            f"model.image_size={model['image_size']}")
+    if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
+        raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
+    fraction = cfg["dataset"]["validation_fraction"]
+    if not 0 < fraction < 1:
+        raise ConfigError(f"dataset.validation_fraction={fraction!r} must be in (0, 1)")

@@ -1,0 +1,355 @@
+"""The ViT's building blocks, each a Keras layer with one job.
+
+Two of the three ablation switches live here, each in exactly one layer:
+
+- ``spt``: :class:`PatchTokenizer` (``shifted=True``),
+- ``lsa`` and ``learnable_temperature``: :class:`MultiHeadSelfAttention`
+  (``mask_diagonal=True`` and ``learnable_temperature=True``).
+
+Everything uses ``keras.ops`` only, so the same code runs on the TensorFlow,
+JAX and PyTorch backends, and nothing touches private ``MultiHeadAttention``
+methods (the keras.io example's override of ``_compute_attention`` broke when
+its signature changed in Keras 3.9).
+"""
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import layers, ops
+
+LAYER_NORM_EPSILON = 1e-6
+
+# Order of the four diagonal shifts concatenated after the original image, as
+# (rows, cols) offsets read from the source: shifted[i, j] = image[i + dy, j + dx].
+# "left-up" moves the picture towards the top-left corner, and so on.
+SHIFTS = {
+    "left-up": (1, 1),
+    "left-down": (-1, 1),
+    "right-up": (1, -1),
+    "right-down": (-1, -1),
+}
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class PatchTokenizer(layers.Layer):
+    """Cut an image into non-overlapping patches and project each to a token.
+
+    With ``shifted=True`` this is the paper's Shifted Patch Tokenization: the
+    image is concatenated (on channels) with four copies shifted diagonally by
+    half a patch and zero padded, so every token also sees its neighbours'
+    pixels; the flattened patches are layer-normalised before the projection.
+    With ``shifted=False`` it is the plain ViT patch embedding (patches, Dense).
+
+    Args:
+        patch_size: side of a square patch, in pixels.
+        dim: width of the output tokens.
+        shifted: turn on Shifted Patch Tokenization (the ``spt`` switch).
+    """
+
+    def __init__(self, patch_size: int, dim: int, shifted: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = int(patch_size)
+        self.dim = int(dim)
+        self.shifted = bool(shifted)
+        self.norm = (
+            layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
+            if self.shifted
+            else None
+        )
+        self.projection = layers.Dense(self.dim, name="projection")
+
+    def build(self, input_shape):
+        height, width, channels = input_shape[1:]
+        if height % self.patch_size or width % self.patch_size:
+            raise ValueError(
+                f"patch_size {self.patch_size} does not divide the image size "
+                f"{height}x{width}"
+            )
+        if self.shifted:
+            channels *= 1 + len(SHIFTS)
+        patch_dim = self.patch_size * self.patch_size * channels
+        if self.norm is not None:
+            self.norm.build((None, None, patch_dim))
+        self.projection.build((None, None, patch_dim))
+
+    def shift_and_stack(self, images):
+        """The image and its four half-patch diagonal shifts, on channels."""
+        half = self.patch_size // 2
+        height, width = images.shape[1], images.shape[2]
+        padded = ops.pad(images, [[0, 0], [half, half], [half, half], [0, 0]])
+        views = [images]
+        for dy, dx in SHIFTS.values():
+            top, left = half + dy * half, half + dx * half
+            views.append(padded[:, top : top + height, left : left + width, :])
+        return ops.concatenate(views, axis=-1)
+
+    def patchify(self, images):
+        """(batch, H, W, C) -> (batch, patches, p*p*C), rows then columns.
+
+        Each patch is flattened row by row, channels last, as
+        ``tf.image.extract_patches`` does, but with a reshape and a transpose
+        that every backend has.
+        """
+        p = self.patch_size
+        _, height, width, channels = images.shape
+        rows, cols = height // p, width // p
+        x = ops.reshape(images, (-1, rows, p, cols, p, channels))
+        x = ops.transpose(x, (0, 1, 3, 2, 4, 5))
+        return ops.reshape(x, (-1, rows * cols, p * p * channels))
+
+    def call(self, images):
+        if self.shifted:
+            images = self.shift_and_stack(images)
+        patches = self.patchify(images)
+        if self.norm is not None:
+            patches = self.norm(patches)
+        return self.projection(patches)
+
+    def compute_output_shape(self, input_shape):
+        rows = input_shape[1] // self.patch_size
+        cols = input_shape[2] // self.patch_size
+        return (input_shape[0], rows * cols, self.dim)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "patch_size": self.patch_size,
+            "dim": self.dim,
+            "shifted": self.shifted,
+        }
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class ClassToken(layers.Layer):
+    """Prepend one learned token whose final state is the image's summary."""
+
+    def build(self, input_shape):
+        self.token = self.add_weight(
+            shape=(1, 1, input_shape[-1]), initializer="zeros", name="token"
+        )
+
+    def call(self, tokens):
+        batch = ops.shape(tokens)[0]
+        token = ops.broadcast_to(ops.cast(self.token, tokens.dtype),
+                                 (batch, 1, tokens.shape[-1]))
+        return ops.concatenate([token, tokens], axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[1] + 1, input_shape[2])
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class PositionEmbedding(layers.Layer):
+    """Add a learned vector per token position (same size as an Embedding)."""
+
+    def build(self, input_shape):
+        self.embedding = self.add_weight(
+            shape=(input_shape[1], input_shape[2]),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            name="embedding",
+        )
+
+    def call(self, tokens):
+        return tokens + ops.cast(self.embedding, tokens.dtype)[None]
+
+
+def _large_negative(dtype) -> float:
+    """A logit that softmax turns into exactly 0 without overflowing the dtype."""
+    return -3e4 if "float16" in str(dtype) and "bfloat" not in str(dtype) else -1e9
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class MultiHeadSelfAttention(layers.Layer):
+    """Multi-head self-attention with the paper's two Locality Self-Attention parts.
+
+    ``mask_diagonal`` (the ``lsa`` switch) removes each token's attention to
+    itself, pushing weight onto the other tokens. ``learnable_temperature``
+    makes the softmax temperature a trained variable initialised to the usual
+    sqrt(key_dim), so a layer can learn sharper attention; off, the scale is the
+    fixed 1/sqrt(key_dim). The logits are divided by the temperature (as in the
+    keras.io example); ``temperature_per_head`` gives each head its own value (as
+    in the paper's official code) instead of one per layer.
+
+    Parameter layout (q, k, v and output projections with biases) matches
+    ``keras.layers.MultiHeadAttention``, so parameter counts compare directly.
+
+    Args:
+        num_heads: number of attention heads.
+        key_dim: width of each head's queries, keys and values.
+        dropout: dropout rate on the attention weights.
+        mask_diagonal: mask the diagonal of the attention logits (``lsa``).
+        learnable_temperature: train the softmax temperature.
+        temperature_per_head: one temperature per head rather than per layer.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        dropout: float = 0.0,
+        mask_diagonal: bool = False,
+        learnable_temperature: bool = False,
+        temperature_per_head: bool = False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.key_dim = int(key_dim)
+        self.dropout = float(dropout)
+        self.mask_diagonal = bool(mask_diagonal)
+        self.learnable_temperature = bool(learnable_temperature)
+        self.temperature_per_head = bool(temperature_per_head)
+        inner = self.num_heads * self.key_dim
+        self.query = layers.Dense(inner, name="query")
+        self.key = layers.Dense(inner, name="key")
+        self.value = layers.Dense(inner, name="value")
+        self.output_dense = None  # width known at build time
+        self.attention_dropout = layers.Dropout(self.dropout)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.output_dense = layers.Dense(dim, name="output")
+        self.output_dense.build((None, None, self.num_heads * self.key_dim))
+        if self.learnable_temperature:
+            shape = (self.num_heads,) if self.temperature_per_head else ()
+            self.temperature = self.add_weight(
+                shape=shape,
+                initializer=keras.initializers.Constant(math.sqrt(self.key_dim)),
+                name="temperature",
+            )
+        else:
+            self.temperature = None
+
+    def _split_heads(self, x):
+        x = ops.reshape(x, (-1, x.shape[1], self.num_heads, self.key_dim))
+        return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, tokens, key_dim)
+
+    def attention_logits(self, tokens):
+        """Scaled, masked query-key logits, (batch, heads, tokens, tokens)."""
+        q = self._split_heads(self.query(tokens))
+        k = self._split_heads(self.key(tokens))
+        logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        if self.temperature is None:
+            logits = logits * (1.0 / math.sqrt(self.key_dim))
+        else:
+            temperature = ops.cast(self.temperature, logits.dtype)
+            if self.temperature_per_head:
+                temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
+            logits = logits / temperature
+        if self.mask_diagonal:
+            n = tokens.shape[1]
+            diagonal = ops.eye(n, dtype="bool")[None, None]
+            logits = ops.where(diagonal, _large_negative(logits.dtype), logits)
+        return logits
+
+    def attention_weights(self, tokens):
+        """The softmax attention weights, for tests and locality diagnostics."""
+        return ops.softmax(self.attention_logits(tokens), axis=-1)
+
+    def call(self, tokens, training=None):
+        weights = self.attention_weights(tokens)
+        weights = self.attention_dropout(weights, training=training)
+        v = self._split_heads(self.value(tokens))
+        mixed = ops.transpose(ops.matmul(weights, v), (0, 2, 1, 3))
+        mixed = ops.reshape(mixed, (-1, tokens.shape[1], self.num_heads * self.key_dim))
+        return self.output_dense(mixed)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "dropout": self.dropout,
+            "mask_diagonal": self.mask_diagonal,
+            "learnable_temperature": self.learnable_temperature,
+            "temperature_per_head": self.temperature_per_head,
+        }
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class FeedForward(layers.Layer):
+    """GELU MLP with dropout after every layer (the block's and the head's MLP).
+
+    Args:
+        hidden_units: widths of the GELU layers, in order.
+        output_units: width of a final linear layer; ``None`` to end on the last
+            GELU layer (as the keras.io example's blocks do).
+        dropout: dropout rate after every layer.
+    """
+
+    def __init__(self, hidden_units, output_units=None, dropout: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_units = [int(u) for u in hidden_units]
+        self.output_units = None if output_units is None else int(output_units)
+        self.dropout = float(dropout)
+        self.dense_layers = [
+            layers.Dense(u, activation="gelu", name=f"dense_{i}")
+            for i, u in enumerate(self.hidden_units)
+        ]
+        if self.output_units is not None:
+            self.dense_layers.append(layers.Dense(self.output_units, name="output"))
+        self.dropout_layer = layers.Dropout(self.dropout)
+
+    def build(self, input_shape):
+        shape = tuple(input_shape)
+        for dense in self.dense_layers:
+            dense.build(shape)
+            shape = shape[:-1] + (dense.units,)
+
+    def call(self, x, training=None):
+        for dense in self.dense_layers:
+            x = self.dropout_layer(dense(x), training=training)
+        return x
+
+    def compute_output_shape(self, input_shape):
+        units = self.dense_layers[-1].units if self.dense_layers else input_shape[-1]
+        return tuple(input_shape[:-1]) + (units,)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "hidden_units": self.hidden_units,
+            "output_units": self.output_units,
+            "dropout": self.dropout,
+        }
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class TransformerBlock(layers.Layer):
+    """Pre-norm encoder block: x + attention(norm(x)), then x + mlp(norm(x)).
+
+    Args:
+        attention: keyword arguments of :class:`MultiHeadSelfAttention`.
+        mlp: keyword arguments of :class:`FeedForward`.
+    """
+
+    def __init__(self, attention: dict, mlp: dict, **kwargs):
+        super().__init__(**kwargs)
+        self.attention_config = dict(attention)
+        self.mlp_config = dict(mlp)
+        self.attention_norm = layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="attention_norm")
+        self.attention = MultiHeadSelfAttention(**self.attention_config, name="attention")
+        self.mlp_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="mlp_norm")
+        self.mlp = FeedForward(**self.mlp_config, name="mlp")
+
+    def build(self, input_shape):
+        for layer in (self.attention_norm, self.attention, self.mlp_norm, self.mlp):
+            layer.build(input_shape)
+
+    def call(self, tokens, training=None):
+        tokens = tokens + self.attention(self.attention_norm(tokens), training=training)
+        return tokens + self.mlp(self.mlp_norm(tokens), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "attention": self.attention_config,
+                "mlp": self.mlp_config}

@@ -1,0 +1,172 @@
+"""Build the ViT from a config: the one place the three switches reach the model.
+
+``build_model(cfg, ...)`` reads ``cfg.spt``, ``cfg.lsa`` and
+``cfg.learnable_temperature`` and hands them to the layers that implement them
+(:mod:`ablation.layers`); everything else comes from the ``model`` and
+``augmentation`` config groups. ``build_vit`` is the same thing with plain
+keyword arguments, for use from Python without Hydra.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import keras
+import numpy as np
+from keras import layers
+
+from ablation.layers import (
+    LAYER_NORM_EPSILON,
+    ClassToken,
+    FeedForward,
+    MultiHeadSelfAttention,
+    PatchTokenizer,
+    PositionEmbedding,
+    TransformerBlock,
+)
+
+
+def build_augmentation(
+    image_size: int,
+    normalization_data: np.ndarray | None,
+    horizontal_flip: bool = True,
+    rotation: float = 0.0,
+    zoom: float = 0.0,
+    seed: int | None = None,
+) -> keras.Sequential:
+    """Normalise, resize, then random flip/rotate/zoom (active in training only).
+
+    It lives inside the model so it runs on the accelerator with the rest of
+    the step, and the data can stay plain numpy. The normalisation statistics
+    are adapted on ``normalization_data`` (the training split).
+    """
+    normalization = layers.Normalization(name="normalization")
+    if normalization_data is not None:
+        normalization.adapt(normalization_data)
+    steps = [normalization, layers.Resizing(image_size, image_size, name="resize")]
+    if horizontal_flip:
+        steps.append(layers.RandomFlip("horizontal", seed=seed, name="flip"))
+    if rotation:
+        steps.append(layers.RandomRotation(rotation, seed=seed, name="rotation"))
+    if zoom:
+        steps.append(layers.RandomZoom(zoom, zoom, seed=seed, name="zoom"))
+    return keras.Sequential(steps, name="augmentation")
+
+
+def build_vit(
+    num_classes: int,
+    input_shape: Sequence[int],
+    *,
+    spt: bool,
+    lsa: bool,
+    learnable_temperature: bool,
+    image_size: int,
+    patch_size: int,
+    dim: int,
+    depth: int,
+    num_heads: int,
+    key_dim: int,
+    mlp_hidden_units: Sequence[int],
+    mlp_output_units: int | None = None,
+    dropout: float = 0.0,
+    attention_dropout: float = 0.0,
+    embedding_dropout: float = 0.0,
+    pooling: str = "flatten",
+    head_units: Sequence[int] = (),
+    head_dropout: float = 0.0,
+    temperature_per_head: bool = False,
+    augmentation: Mapping | None = None,
+    normalization_data: np.ndarray | None = None,
+    seed: int | None = None,
+    name: str = "vit",
+) -> keras.Model:
+    """A Vision Transformer for ``input_shape`` images and ``num_classes`` classes.
+
+    ``pooling="flatten"`` flattens all tokens into an MLP head (keras.io
+    example); ``"class_token"`` prepends a class token and classifies its final
+    state (the paper's ViT); ``"mean"`` averages the tokens.
+    """
+    if pooling not in ("flatten", "class_token", "mean"):
+        raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = build_augmentation(image_size, normalization_data, seed=seed,
+                           **dict(augmentation or {}))(inputs)
+    tokens = PatchTokenizer(patch_size, dim, shifted=spt, name="patch_tokenizer")(x)
+    if pooling == "class_token":
+        tokens = ClassToken(name="class_token")(tokens)
+    tokens = PositionEmbedding(name="position_embedding")(tokens)
+    if embedding_dropout:
+        tokens = layers.Dropout(embedding_dropout, name="embedding_dropout")(tokens)
+    attention = dict(
+        num_heads=num_heads,
+        key_dim=key_dim,
+        dropout=attention_dropout,
+        mask_diagonal=lsa,
+        learnable_temperature=learnable_temperature,
+        temperature_per_head=temperature_per_head,
+    )
+    mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
+               dropout=dropout)
+    for i in range(depth):
+        tokens = TransformerBlock(attention, mlp, name=f"block_{i}")(tokens)
+    tokens = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(tokens)
+    if pooling == "flatten":
+        features = layers.Flatten(name="flatten")(tokens)
+    elif pooling == "class_token":
+        features = tokens[:, 0]
+    else:
+        features = layers.GlobalAveragePooling1D(name="mean_pool")(tokens)
+    if head_dropout:
+        features = layers.Dropout(head_dropout, name="head_dropout")(features)
+    if head_units:
+        features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
+    logits = layers.Dense(num_classes, name="logits")(features)
+    return keras.Model(inputs, logits, name=name)
+
+
+# Config keys of the ``model`` group that are not arguments of build_vit.
+_MODEL_BOOKKEEPING_KEYS = ("name",)
+
+
+def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
+                normalization_data: np.ndarray | None = None) -> keras.Model:
+    """The model a run config describes; the three switches enter here."""
+    model_kwargs = {k: v for k, v in dict(cfg["model"]).items()
+                    if k not in _MODEL_BOOKKEEPING_KEYS}
+    return build_vit(
+        num_classes,
+        input_shape,
+        spt=bool(cfg["spt"]),
+        lsa=bool(cfg["lsa"]),
+        learnable_temperature=bool(cfg["learnable_temperature"]),
+        augmentation=dict(cfg["augmentation"]),
+        normalization_data=normalization_data,
+        seed=int(cfg["seed"]),
+        **model_kwargs,
+    )
+
+
+def attention_layers(model: keras.Model) -> list[MultiHeadSelfAttention]:
+    """The model's attention layers, in depth order."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, TransformerBlock):
+            found.append(layer.attention)
+    return found
+
+
+def temperatures(model: keras.Model) -> dict[str, float]:
+    """Current learnable temperatures by name (``temperature/block_3``), if any.
+
+    Per-head temperatures get one entry per head (``temperature/block_3/head_0``).
+    """
+    values = {}
+    for i, attention in enumerate(attention_layers(model)):
+        if attention.temperature is None:
+            continue
+        t = np.asarray(keras.ops.convert_to_numpy(attention.temperature)).reshape(-1)
+        if attention.temperature_per_head:
+            for h, v in enumerate(t):
+                values[f"temperature/block_{i}/head_{h}"] = float(v)
+        else:
+            values[f"temperature/block_{i}"] = float(t[0])
+    return values

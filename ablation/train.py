@@ -1,0 +1,206 @@
+"""One job: load data, build the model, train, evaluate, record, track.
+
+``run_job(cfg, output_dir)`` is the whole job and is what ``run_sweep.py``
+calls; it always leaves a ``run.json`` (``completed`` or ``failed``) and
+finishes its W&B run, so one bad job never leaks into the next.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import platform
+import time
+import traceback
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+import keras
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from ablation.callbacks import EpochMetrics
+from ablation.config import switches, validate, variant_name
+from ablation.data import Dataset, load_dataset
+from ablation.model import build_model
+from ablation.records import SCHEMA_VERSION, write_record
+from ablation.tracking import Tracker, tracked_run
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def plain_config(cfg) -> dict:
+    """A resolved, plain-dict copy of the config (what records and W&B store)."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    return dict(cfg)
+
+
+def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
+    """Linear warm-up over ``warmup_fraction`` of the steps, then cosine to 0.
+
+    The keras.io example builds this schedule and never hands it to the
+    optimizer; here it is applied.
+    """
+    total = int(trainer["epochs"]) * steps_per_epoch
+    warmup = int(total * float(trainer["warmup_fraction"]))
+    peak = float(trainer["learning_rate"])
+    if warmup == 0:
+        return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=max(total - warmup, 1), warmup_target=peak, warmup_steps=warmup)
+
+
+def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
+                  num_classes: int) -> keras.Model:
+    model.compile(
+        optimizer=keras.optimizers.AdamW(
+            learning_rate=learning_rate_schedule(trainer, steps_per_epoch),
+            weight_decay=float(trainer["weight_decay"])),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[
+            keras.metrics.SparseCategoricalAccuracy(name="top1"),
+            keras.metrics.SparseTopKCategoricalAccuracy(k=min(5, num_classes), name="top5"),
+        ],
+    )
+    return model
+
+
+def train(config: Mapping, data: Dataset, tracker: Tracker) -> dict:
+    """Train and evaluate one configuration; returns the measured part of a record."""
+    trainer = config["trainer"]
+    keras.utils.set_random_seed(int(config["seed"]))
+    model = build_model(config, data.num_classes, data.input_shape,
+                        normalization_data=data.x_train)
+    batch = int(trainer["batch_size"])
+    steps_per_epoch = math.ceil(len(data.x_train) / batch)
+    compile_model(model, trainer, steps_per_epoch, data.num_classes)
+    params = int(model.count_params())
+    log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
+             data.name, len(data.x_train), len(data.x_val), len(data.x_test),
+             data.input_shape, data.num_classes, f"{params:,}")
+
+    epochs = EpochMetrics(tracker)
+    started = time.perf_counter()
+    model.fit(
+        data.x_train, data.y_train,
+        validation_data=(data.x_val, data.y_val),
+        epochs=int(trainer["epochs"]), batch_size=batch, shuffle=True,
+        callbacks=[epochs, keras.callbacks.TerminateOnNaN()],
+        verbose=trainer.get("verbose", "auto"),
+    )
+    train_seconds = time.perf_counter() - started
+    losses = [row.get("train/loss", math.nan) for row in epochs.history]
+    if not epochs.history or not all(math.isfinite(v) for v in losses):
+        raise TrainingDiverged(
+            f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
+            f"{len(epochs.history)}; lower trainer.learning_rate")
+
+    test = model.evaluate(data.x_test, data.y_test, batch_size=batch, verbose=0,
+                          return_dict=True)
+    val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
+    measured = {
+        "metrics": {
+            "test_top1": float(test["top1"]),
+            "test_top5": float(test["top5"]),
+            "test_loss": float(test["loss"]),
+            "best_val_top1": max(val_top1) if val_top1 else None,
+            "final_val_top1": val_top1[-1] if val_top1 else None,
+        },
+        "history": epochs.history,
+        "params": params,
+        "epochs_completed": len(epochs.history),
+        "train_seconds": train_seconds,
+        "train_images_per_s": epochs.images_per_second(len(data.x_train)),
+        "data": {"train": len(data.x_train), "val": len(data.x_val),
+                 "test": len(data.x_test), "input_shape": list(data.input_shape),
+                 "num_classes": data.num_classes},
+    }
+    tracker.summarize({
+        "test/top1": measured["metrics"]["test_top1"],
+        "test/top5": measured["metrics"]["test_top5"],
+        "test/loss": measured["metrics"]["test_loss"],
+        "best_val/top1": measured["metrics"]["best_val_top1"],
+        "params": params,
+        "train_seconds": train_seconds,
+        "train_images_per_s": measured["train_images_per_s"],
+    })
+    return measured
+
+
+def base_record(config: Mapping) -> dict:
+    """What a run is, before it has measured anything."""
+    flags = switches(config)
+    return {
+        "schema": SCHEMA_VERSION,
+        "status": "running",
+        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
+        "variant": variant_name(**flags),
+        "switches": flags,
+        "dataset": config["dataset"]["name"],
+        "model": config["model"]["name"],
+        "seed": int(config["seed"]),
+        "metrics": {},
+        "history": [],
+        "params": None,
+        "train_seconds": None,
+        "train_images_per_s": None,
+        "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
+        "environment": {
+            "backend": keras.backend.backend(),
+            "keras": keras.__version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+        },
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": None,
+        "config": dict(config),
+        "error": None,
+    }
+
+
+def run_tags(config: Mapping) -> list[str]:
+    flags = switches(config)
+    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
+            config["dataset"]["name"], config["model"]["name"]]
+
+
+def run_job(cfg, output_dir: str | Path) -> dict:
+    """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
+
+    Bad config values and unloadable data raise before anything is written.
+
+    A failure inside training is written to the record (``status: failed``,
+    ``error``, ``traceback``), marks the W&B run failed, and is re-raised so
+    the launcher counts it.
+    """
+    config = plain_config(cfg)
+    validate(config)
+    # Data problems (no network, a bad path) surface here, before any record
+    # or W&B run exists.
+    data = load_dataset(config["dataset"], int(config["seed"]))
+    output_dir = Path(output_dir)
+    record = base_record(config)
+    keras.backend.clear_session(free_memory=True)
+    try:
+        with tracked_run(config["wandb"], name=record["run_name"], config=config,
+                         tags=run_tags(config), output_dir=output_dir) as tracker:
+            record["wandb"] = tracker.info()
+            record.update(train(config, data, tracker))
+            record["status"] = "completed"
+    except BaseException as e:
+        record["status"] = "failed"
+        record["error"] = f"{type(e).__name__}: {e}"
+        record["traceback"] = traceback.format_exc()
+        raise
+    finally:
+        record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_record(output_dir, record)
+        keras.backend.clear_session(free_memory=True)
+        gc.collect()
+    return record

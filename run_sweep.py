@@ -1,0 +1,61 @@
+"""Train one ViT variant per Hydra job; sweep the switches with multirun.
+
+    python run_sweep.py -m spt=true,false lsa=true,false experiment=smoke
+    python run_sweep.py -m spt=true,false lsa=true,false     # keras.io experiment, CIFAR-100
+
+Each job writes ``run.json`` (and its W&B run) in its folder under ``results/``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter out of the sweep log
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from ablation.config import ConfigError, register_resolvers, switches
+from ablation.data import DataError
+from ablation.hydra_callbacks import SWEEP_SIZE_ENV
+
+register_resolvers()
+log = logging.getLogger("vit-ablation")
+
+
+def progress_line(cfg: DictConfig) -> str:
+    """``[3/4] spt=on lsa=off temperature=fixed seed=0`` for the job now starting."""
+    flags = switches(cfg)
+    hydra_cfg = HydraConfig.get()
+    position = ""
+    if hydra_cfg.mode.name == "MULTIRUN":
+        total = os.environ.get(SWEEP_SIZE_ENV)
+        position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
+    return (f"{position}spt={'on' if flags['spt'] else 'off'} "
+            f"lsa={'on' if flags['lsa'] else 'off'} "
+            f"temperature={'learnable' if flags['learnable_temperature'] else 'fixed'} "
+            f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    from ablation.train import run_job  # Keras starts here, after Hydra has parsed
+
+    output_dir = HydraConfig.get().runtime.output_dir
+    try:
+        print(progress_line(cfg), flush=True)
+        record = run_job(cfg, output_dir)
+    except (ConfigError, DataError) as e:
+        # Bad input: one line, before any training, and nothing written.
+        log.error("%s", e)
+        raise SystemExit(2) from None
+    metrics = record["metrics"]
+    log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s/run.json", record["run_name"],
+             100 * metrics["test_top1"], 100 * metrics["test_top5"], output_dir)
+    return metrics["test_top1"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
