@@ -15,9 +15,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ star
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from ablation.config import ConfigError, register_resolvers, switches
+from ablation.config import ConfigError, register_resolvers, switches, validate
 from ablation.data import DataError
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV
 
@@ -41,11 +41,12 @@ def progress_line(cfg: DictConfig) -> str:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    from ablation.train import run_job  # Keras starts here, after Hydra has parsed
-
     output_dir = HydraConfig.get().runtime.output_dir
     try:
+        validate(OmegaConf.to_container(cfg, resolve=True))  # before Keras loads: instant
         print(progress_line(cfg), flush=True)
+        from ablation.train import run_job
+
         record = run_job(cfg, output_dir)
     except (ConfigError, DataError) as e:
         # Bad input: one line, before any training, and nothing written.

@@ -35,10 +35,20 @@ def variant_name(spt, lsa, learnable_temperature) -> str:
     return "+".join(on) if on else "vit"
 
 
+def _variant_resolver(spt, lsa, learnable_temperature) -> str:
+    """The run-name resolver never raises: a bad switch value is left for
+    :func:`validate` to refuse with a clean message (a resolver error would
+    surface as an interpolation traceback while Hydra names the output folder)."""
+    try:
+        return variant_name(spt, lsa, learnable_temperature)
+    except ConfigError:
+        return "invalid"
+
+
 def register_resolvers() -> None:
     """``${variant:${spt},${lsa},${learnable_temperature}}`` for run names."""
     if not OmegaConf.has_resolver("variant"):
-        OmegaConf.register_new_resolver("variant", variant_name)
+        OmegaConf.register_new_resolver("variant", _variant_resolver)
 
 
 def switches(cfg: Mapping) -> dict[str, bool]:

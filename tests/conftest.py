@@ -1,0 +1,64 @@
+"""Shared helpers: compose the real Hydra config, locate the repository."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def compose(*overrides: str):
+    """The config ``run_sweep.py`` would see for these command-line overrides."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from ablation.config import register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    full_env.pop("WANDB_MODE", None) if env is None or "WANDB_MODE" not in env else None
+    return subprocess.run([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def smoke_overrides(tmp_path: Path, *extra: str) -> list[str]:
+    """The smoke experiment, shortened, writing only under ``tmp_path``."""
+    return ["experiment=smoke", "trainer.epochs=2", f"results_dir={tmp_path}",
+            "trainer.verbose=0", *extra]
+
+
+@pytest.fixture
+def wandb_cli():
+    """The ``wandb`` command of this environment."""
+    exe = Path(sys.executable).with_name("wandb")
+    assert exe.exists(), "wandb is a dependency: its command should sit beside python"
+    return str(exe)
+
+
+def wandb_inspect(wandb_exe: str, run_dir: Path) -> dict:
+    """What W&B wrote for an offline run: summary view plus the run record's group/job type."""
+    import json
+
+    summary = json.loads(subprocess.run(
+        [wandb_exe, "leet", "inspect", str(run_dir), "--summary", "--json"],
+        capture_output=True, text=True, check=True).stdout)
+    stream = subprocess.run([wandb_exe, "leet", "inspect", str(run_dir), "--json"],
+                            capture_output=True, text=True, check=True).stdout
+    records = [json.loads(line) for line in stream.splitlines() if line.strip()]
+    run = next(r["run"] for r in records if r.get("type") == "run")
+    history = [r for r in records if r.get("type") == "history"]
+    return {**summary, "group": run.get("run_group"), "job_type": run.get("job_type"),
+            "history_records": history}

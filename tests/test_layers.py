@@ -1,0 +1,128 @@
+"""The three switches do exactly what the paper says, on the public Keras API."""
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from ablation.layers import SHIFTS, MultiHeadSelfAttention, PatchTokenizer
+
+
+def shifted_by_hand(image, dy, dx):
+    """shifted[i, j] = image[i + dy, j + dx], zero outside the image."""
+    out = np.zeros_like(image)
+    h, w = image.shape[:2]
+    for i in range(h):
+        for j in range(w):
+            if 0 <= i + dy < h and 0 <= j + dx < w:
+                out[i, j] = image[i + dy, j + dx]
+    return out
+
+
+def test_spt_stacks_the_image_and_four_half_patch_diagonal_shifts():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(2, 8, 8, 3)).astype("float32")
+    tokenizer = PatchTokenizer(patch_size=4, dim=5, shifted=True)
+    stacked = keras.ops.convert_to_numpy(tokenizer.shift_and_stack(images))
+    assert stacked.shape == (2, 8, 8, 15)
+    half = 2
+    # order: original, left-up, left-down, right-up, right-down
+    expected_moves = [(0, 0), (half, half), (-half, half), (half, -half), (-half, -half)]
+    assert [tuple(half * s for s in v) for v in SHIFTS.values()] == expected_moves[1:]
+    for b in range(2):
+        for k, (dy, dx) in enumerate(expected_moves):
+            np.testing.assert_array_equal(stacked[b, ..., 3 * k: 3 * k + 3],
+                                          shifted_by_hand(images[b], dy, dx))
+    # left-up really moves content up and left: the bottom-right corner is padding
+    assert np.all(stacked[:, -half:, :, 3:6] == 0) and np.all(stacked[:, :, -half:, 3:6] == 0)
+
+
+def test_patchify_cuts_row_major_patches_like_extract_patches():
+    rng = np.random.default_rng(1)
+    images = rng.normal(size=(2, 12, 12, 2)).astype("float32")
+    p = 4
+    patches = keras.ops.convert_to_numpy(PatchTokenizer(p, 8).patchify(images))
+    assert patches.shape == (2, 9, p * p * 2)
+    for r in range(3):
+        for c in range(3):
+            block = images[:, r * p:(r + 1) * p, c * p:(c + 1) * p, :].reshape(2, -1)
+            np.testing.assert_array_equal(patches[:, 3 * r + c], block)
+
+
+@pytest.mark.parametrize("shifted, patch_dim", [(True, 4 * 4 * 15), (False, 4 * 4 * 3)])
+def test_tokenizer_weights(shifted, patch_dim):
+    tokenizer = PatchTokenizer(patch_size=4, dim=16, shifted=shifted)
+    out = tokenizer(np.zeros((1, 8, 8, 3), "float32"))
+    assert out.shape == (1, 4, 16)
+    assert tokenizer.projection.kernel.shape == (patch_dim, 16)
+    assert (tokenizer.norm is not None) == shifted
+
+
+def attention(tokens, **kwargs):
+    layer = MultiHeadSelfAttention(num_heads=2, key_dim=4, **kwargs)
+    layer(tokens)
+    return layer
+
+
+def test_lsa_masks_exactly_the_diagonal():
+    tokens = np.random.default_rng(2).normal(size=(3, 7, 8)).astype("float32")
+    masked = keras.ops.convert_to_numpy(
+        attention(tokens, mask_diagonal=True).attention_weights(tokens))
+    plain = keras.ops.convert_to_numpy(attention(tokens).attention_weights(tokens))
+    diagonal = np.eye(7, dtype=bool)
+    assert np.all(masked[..., diagonal] == 0.0)
+    assert np.all(masked[..., ~diagonal] > 0)
+    np.testing.assert_allclose(masked.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(plain[..., diagonal] > 0)
+
+
+def logits_by_hand(layer, tokens, temperature):
+    weights = {w.path.split("/")[-2] + "/" + w.path.split("/")[-1]: keras.ops.convert_to_numpy(w)
+               for w in layer.weights}
+    q = tokens @ weights["query/kernel"] + weights["query/bias"]
+    k = tokens @ weights["key/kernel"] + weights["key/bias"]
+    q = q.reshape(*q.shape[:2], 2, 4).transpose(0, 2, 1, 3)
+    k = k.reshape(*k.shape[:2], 2, 4).transpose(0, 2, 1, 3)
+    return q @ k.transpose(0, 1, 3, 2) / np.reshape(temperature, (1, -1, 1, 1))
+
+
+def test_fixed_temperature_is_the_standard_scale_and_has_no_weight():
+    tokens = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
+    layer = attention(tokens)
+    assert layer.temperature is None
+    assert not any("temperature" in w.path for w in layer.weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.attention_logits(tokens)),
+                               logits_by_hand(layer, tokens, math.sqrt(4)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+def test_learnable_temperature_divides_the_logits_and_learns(per_head):
+    tokens = np.random.default_rng(4).normal(size=(16, 5, 8)).astype("float32")
+    inputs = keras.Input((5, 8))
+    layer = MultiHeadSelfAttention(num_heads=2, key_dim=4, learnable_temperature=True,
+                                   temperature_per_head=per_head)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Flatten()(layer(inputs))))
+    assert layer.temperature.trainable
+    assert layer.temperature in model.trainable_weights
+    assert tuple(layer.temperature.shape) == ((2,) if per_head else ())
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.temperature), 2.0)  # sqrt(4)
+
+    new = np.array([1.5, 3.0], "float32") if per_head else np.float32(1.5)
+    layer.temperature.assign(new)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.attention_logits(tokens)),
+                               logits_by_hand(layer, tokens, new), rtol=1e-5, atol=1e-5)
+
+    # A nonzero gradient reaches it: one SGD step moves it.
+    before = keras.ops.convert_to_numpy(layer.temperature).copy()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(tokens, np.ones((16, 1), "float32"), batch_size=16, epochs=1, verbose=0)
+    after = keras.ops.convert_to_numpy(layer.temperature)
+    assert np.all(np.abs(after - before) > 1e-7)
+
+
+def test_layers_round_trip_their_config():
+    for layer in (PatchTokenizer(4, 8, shifted=True, name="t"),
+                  MultiHeadSelfAttention(3, 5, dropout=0.1, mask_diagonal=True,
+                                         learnable_temperature=True, temperature_per_head=True)):
+        clone = type(layer).from_config(layer.get_config())
+        assert clone.get_config() == layer.get_config()

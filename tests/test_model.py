@@ -1,0 +1,64 @@
+"""The ViT built from the real configs: sizes, switches, save and load."""
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from ablation.model import attention_layers, build_model, temperatures
+from conftest import compose
+
+CIFAR_SHAPE = (32, 32, 3)
+
+
+def model_from(*overrides, num_classes=100, input_shape=CIFAR_SHAPE):
+    cfg = OmegaConf.to_container(compose(*overrides), resolve=True)
+    data = np.random.default_rng(0).uniform(0, 255, (8, *input_shape)).astype("float32")
+    return build_model(cfg, num_classes, input_shape, normalization_data=data)
+
+
+@pytest.mark.parametrize("on, params", [("true", 21_787_755), ("false", 21_759_019)])
+def test_keras_io_model_has_the_reference_parameter_count(on, params):
+    # ../shared/reference/keras_io_vit_small_ds.py: 21,787,755 (SL-ViT) and 21,759,019 (ViT)
+    model = model_from(f"spt={on}", f"lsa={on}")
+    assert model.count_params() == params
+
+
+def test_switches_reach_their_layers_independently():
+    model = model_from("model=tiny", "spt=false", "lsa=true", "learnable_temperature=false",
+                       num_classes=10)
+    layers = attention_layers(model)
+    assert len(layers) == 2
+    assert all(a.mask_diagonal and a.temperature is None for a in layers)
+    assert not model.get_layer("patch_tokenizer").shifted
+    assert temperatures(model) == {}
+
+    model = model_from("model=tiny", "spt=true", "lsa=false", "learnable_temperature=true",
+                       num_classes=10)
+    assert model.get_layer("patch_tokenizer").shifted
+    assert all(not a.mask_diagonal and a.temperature is not None for a in attention_layers(model))
+    assert set(temperatures(model)) == {"temperature/block_0", "temperature/block_1"}
+
+
+def test_paper_model_uses_a_class_token_and_per_head_temperatures():
+    model = model_from("model=paper", "model.depth=2")
+    assert model.get_layer("class_token") is not None
+    first = attention_layers(model)[0]
+    assert first.num_heads == 12 and first.key_dim == 16
+    assert tuple(first.temperature.shape) == (12,)
+    assert len(temperatures(model)) == 2 * 12
+    assert model(np.zeros((2, *CIFAR_SHAPE), "float32")).shape == (2, 100)
+
+
+@pytest.mark.parametrize("model_name", ["tiny", "paper"])
+def test_saved_model_loads_back_with_identical_predictions(tmp_path, model_name):
+    model = model_from(f"model={model_name}", "model.depth=2", "spt=true", "lsa=true",
+                       num_classes=10, input_shape=(28, 28, 1))
+    for a in attention_layers(model):  # make the temperatures non-default
+        a.temperature.assign(a.temperature * 1.7)
+    images = np.random.default_rng(5).uniform(0, 255, (4, 28, 28, 1)).astype("float32")
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(images, verbose=0),
+                                  model.predict(images, verbose=0))
+    assert temperatures(loaded) == temperatures(model)

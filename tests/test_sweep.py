@@ -1,0 +1,51 @@
+"""The product's command, end to end: a 4-job Hydra multirun through the real CLI."""
+import json
+
+from ablation.records import find_records, read_record
+from conftest import run_cli, smoke_overrides, wandb_inspect
+
+VARIANTS = {
+    (True, True, True): "spt+lsa+temp", (True, False, False): "spt",
+    (False, True, True): "lsa+temp", (False, False, False): "vit",
+}
+
+
+def test_four_job_smoke_sweep_writes_records_and_wandb_runs(tmp_path, wandb_cli):
+    result = run_cli("-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline",
+                     *smoke_overrides(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    for n, line in enumerate(["spt=on lsa=on temperature=learnable seed=0",
+                              "spt=on lsa=off temperature=fixed seed=0",
+                              "spt=off lsa=on temperature=learnable seed=0",
+                              "spt=off lsa=off temperature=fixed seed=0"], start=1):
+        assert f"[{n}/4] {line}" in result.stdout
+
+    records = [read_record(p) for p in find_records(tmp_path)]
+    assert len(records) == 4
+    assert all(r["status"] == "completed" for r in records)
+    by_switches = {tuple(r["switches"].values()): r for r in records}
+    assert set(by_switches) == set(VARIANTS)
+    sweep_dirs = {p.parent.parent for p in find_records(tmp_path)}
+    assert len(sweep_dirs) == 1  # one sweep folder holds the four jobs
+    group = records[0]["wandb"]["group"]
+    assert group and all(r["wandb"]["group"] == group for r in records)
+
+    for switches, record in by_switches.items():
+        assert record["variant"] == VARIANTS[switches]
+        run_dir = next(p.parent for p in find_records(tmp_path)
+                       if read_record(p)["run_name"] == record["run_name"])
+        seen = wandb_inspect(wandb_cli, run_dir / record["wandb"]["dir"])
+        assert seen["state"] == "finished" and seen["exit_code"] == 0
+        assert seen["group"] == group and seen["job_type"] == "train"
+        assert seen["name"] == record["run_name"]
+        assert VARIANTS[switches] in seen["tags"]
+        assert seen["config"]["spt"] is switches[0] and seen["config"]["lsa"] is switches[1]
+        assert seen["config"]["learnable_temperature"] is switches[2]
+        assert seen["config"]["trainer"]["epochs"] == 2  # the full config, as nested keys
+        assert seen["summary"]["test/top1"] == record["metrics"]["test_top1"]
+        assert seen["summary"]["test/top5"] == record["metrics"]["test_top5"]
+        assert seen["summary"]["params"] == record["params"]
+        assert ("temperature/block_0" in seen["summary"]) is switches[2]
+        assert len(seen["history_records"]) == 2
+    # the resolved config in the record is plain JSON that reproduces the run
+    assert json.dumps(records[0]["config"])

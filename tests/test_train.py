@@ -1,0 +1,116 @@
+"""One training job: records, determinism, failure isolation, backends, real data."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from ablation.records import read_record
+from ablation.train import TrainingDiverged, run_job
+from conftest import FASHION_MNIST, ROOT, compose, wandb_inspect
+
+
+def smoke(*overrides):
+    return compose("experiment=smoke", "trainer.epochs=2", "trainer.verbose=0", *overrides)
+
+
+def test_same_config_and_seed_give_the_same_metrics(tmp_path):
+    cfg = smoke("wandb.mode=disabled", "spt=true", "lsa=true", "augmentation=keras_io")
+    first = run_job(cfg, tmp_path / "a")
+    second = run_job(cfg, tmp_path / "b")
+    assert first["status"] == second["status"] == "completed"
+    assert first["metrics"] == second["metrics"]
+    assert [r["train/loss"] for r in first["history"]] == [r["train/loss"] for r in second["history"]]
+    other_seed = run_job(smoke("wandb.mode=disabled", "spt=true", "lsa=true",
+                               "augmentation=keras_io", "seed=1"), tmp_path / "c")
+    assert other_seed["history"][0]["train/loss"] != first["history"][0]["train/loss"]
+
+
+def test_record_contents(tmp_path):
+    returned = run_job(smoke("wandb.mode=disabled", "spt=false", "lsa=true"), tmp_path)
+    record = read_record(tmp_path / "run.json")
+    assert record["metrics"] == returned["metrics"]
+    assert record["switches"] == {"spt": False, "lsa": True, "learnable_temperature": True}
+    assert record["run_name"] == "lsa+temp-s0" and record["variant"] == "lsa+temp"
+    assert (record["dataset"], record["model"], record["seed"]) == ("digits", "tiny", 0)
+    metrics = record["metrics"]
+    assert all(0.0 <= metrics[k] <= 1.0 for k in ("test_top1", "test_top5", "best_val_top1"))
+    assert metrics["test_top5"] >= metrics["test_top1"]
+    assert metrics["test_top1"] > 0.3  # 10 classes: well above chance after 2 epochs
+    assert [row["epoch"] for row in record["history"]] == [1, 2]
+    first = record["history"][0]
+    assert {"train/loss", "train/top1", "train/top5", "val/loss", "val/top1", "val/top5",
+            "lr", "temperature/block_0", "temperature/block_1"} <= set(first)
+    # warm-up then cosine decay, applied to the optimizer
+    assert 0 < first["lr"] <= 0.003 and record["history"][1]["lr"] < first["lr"]
+    assert record["params"] > 0 and record["train_images_per_s"] > 0
+    assert record["config"]["trainer"]["epochs"] == 2
+    assert record["wandb"]["mode"] == "disabled"
+
+
+def test_failed_job_is_recorded_and_does_not_leak_into_the_next(tmp_path, wandb_cli):
+    bad = smoke("wandb.mode=offline", "trainer.learning_rate=1e9", "trainer.warmup_fraction=0",
+                "spt=false", "lsa=false")
+    with pytest.raises(TrainingDiverged):
+        run_job(bad, tmp_path / "bad")
+    failed = read_record(tmp_path / "bad" / "run.json")
+    assert failed["status"] == "failed"
+    assert "TrainingDiverged" in failed["error"] and "traceback" in failed
+    good = run_job(smoke("wandb.mode=offline"), tmp_path / "good")
+    assert good["status"] == "completed"
+    assert good["wandb"]["id"] != failed["wandb"]["id"]
+
+    bad_run = wandb_inspect(wandb_cli, tmp_path / "bad" / failed["wandb"]["dir"])
+    good_run = wandb_inspect(wandb_cli, tmp_path / "good" / good["wandb"]["dir"])
+    assert bad_run["exit_code"] != 0 and bad_run["state"] != "finished"
+    assert "test/top1" not in bad_run["summary"]
+    assert good_run["exit_code"] == 0 and good_run["state"] == "finished"
+    assert good_run["summary"]["test/top1"] == pytest.approx(good["metrics"]["test_top1"])
+    assert len(good_run["history_records"]) == 2  # its own two epochs, nothing from the failed job
+
+
+BLOCK_TENSORFLOW = r'''
+import importlib.abc, json, os, sys
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ImportError("TensorFlow is blocked in this test")
+sys.meta_path.insert(0, NoTensorFlow())
+os.environ["KERAS_BACKEND"] = "jax"
+sys.path[:0] = [sys.argv[2], os.path.join(sys.argv[2], "tests")]
+from conftest import compose
+from ablation.train import run_job
+record = run_job(compose("experiment=smoke", "trainer.epochs=1", "trainer.verbose=0",
+                         "wandb.mode=disabled", "augmentation=keras_io",
+                         # Keras rotation/zoom run at ~14 img/s on JAX CPU: flip only
+                         "augmentation.rotation=0", "augmentation.zoom=0"), sys.argv[1])
+assert "tensorflow" not in sys.modules, "something imported TensorFlow"
+assert "wandb" not in sys.modules, "wandb was imported with wandb.mode=disabled"
+print(json.dumps({"backend": record["environment"]["backend"], "status": record["status"],
+                  "top1": record["metrics"]["test_top1"]}))
+'''
+
+
+def test_trains_on_jax_with_tensorflow_not_importable(tmp_path):
+    pytest.importorskip("jax", reason="the test extra installs jax")
+    result = subprocess.run([sys.executable, "-c", BLOCK_TENSORFLOW, str(tmp_path), str(ROOT)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["backend"] == "jax" and out["status"] == "completed"
+    assert out["top1"] > 0.2
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(),
+                    reason="needs Debian's dataset-fashion-mnist (.ci/run installs it)")
+def test_short_real_run_on_fashion_mnist(tmp_path):
+    cfg = compose("experiment=fashion_mnist", "dataset.limit_train=3000",
+                  "dataset.limit_test=1000", "trainer.epochs=2", "trainer.verbose=0",
+                  "wandb.mode=disabled")
+    record = run_job(cfg, tmp_path)
+    assert record["status"] == "completed"
+    assert record["data"]["input_shape"] == [28, 28, 1]
+    assert record["data"]["test"] == 1000
+    assert record["metrics"]["test_top1"] > 0.5  # chance is 0.1
