@@ -31,3 +31,34 @@ class SweepProgress(Callback):
             os.environ[SWEEP_SIZE_ENV] = str(sweep_size(config.hydra.overrides.task))
         except Exception as e:  # a count we cannot work out is not worth failing for
             log.debug("could not count the sweep's jobs: %s", e)
+
+
+class SweepReport(Callback):
+    """At the end of a multirun, write the report next to the sweep (``report.after_sweep``).
+
+    A report that fails is logged, never raised: the runs' records are what
+    matter, and ``python -m ablation.report <sweep>`` can always be rerun.
+    """
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        if not config.get("report", {}).get("after_sweep", True):
+            return
+        from omegaconf import OmegaConf
+
+        from ablation.report import ReportError, write_report
+
+        sweep_dir = config.hydra.sweep.dir
+        try:
+            report = write_report(
+                sweep_dir,
+                wandb_settings=OmegaConf.to_container(config.wandb, resolve=True),
+                make_plots=bool(config.report.plots))
+        except ReportError as e:
+            log.warning("no report: %s", e)
+            return
+        except Exception:
+            log.exception("the report failed; rerun it with: python -m ablation.report %s",
+                          sweep_dir)
+            return
+        print(report.markdown, flush=True)
+        log.info("report: %s", ", ".join(str(f) for f in report.files))

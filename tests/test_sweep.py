@@ -1,6 +1,8 @@
 """The product's command, end to end: a 4-job Hydra multirun through the real CLI."""
 import json
 
+import pytest
+
 from ablation.records import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
@@ -49,3 +51,20 @@ def test_four_job_smoke_sweep_writes_records_and_wandb_runs(tmp_path, wandb_cli)
         assert len(seen["history_records"]) == 2
     # the resolved config in the record is plain JSON that reproduces the run
     assert json.dumps(records[0]["config"])
+
+    # The sweep ends with the report, next to it, and a W&B `report` run in its group.
+    sweep_dir = sweep_dirs.pop()
+    for name in ("comparison.md", "comparison.csv", "comparison.tex", "comparison.html",
+                 "top1.png", "val_top1.png", "temperature.png"):
+        assert (sweep_dir / name).is_file(), name
+    md = (sweep_dir / "comparison.md").read_text()
+    for variant in ("| ViT |", "| SPT |", "| LSA (mask + temp.) |", "| SL-ViT |"):
+        assert variant in md
+    assert "| ViT |  |  |  | 1 |" in md and "Factorial effects" in md
+    assert "| SL-ViT |" in result.stdout  # printed in the terminal too
+    (report_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
+    report = wandb_inspect(wandb_cli, report_dir)
+    assert report["job_type"] == "report" and report["group"] == group
+    assert report["state"] == "finished"
+    sl_vit = by_switches[(True, True, True)]["metrics"]["test_top1"]
+    assert report["summary"]["digits/tiny/SL-ViT/top1"] == pytest.approx(100 * sl_vit)

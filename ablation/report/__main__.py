@@ -1,0 +1,45 @@
+"""``python -m ablation.report <sweep folder or results/>``: tables, plots, W&B report."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ablation.records import RecordError
+from ablation.report.load import ReportError
+from ablation.report.write import write_report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ablation.report",
+        description="Turn run records (run.json) into the top-1/top-5 comparison table, "
+                    "factorial effects, plots, and a W&B report run.")
+    parser.add_argument("path", help="a sweep folder, results/, or any folder above run.json files")
+    parser.add_argument("--out", help="where to write the outputs (default: PATH)")
+    parser.add_argument("--wandb-mode", choices=["online", "offline", "disabled"],
+                        help="W&B mode of the report run (default: the runs' own mode)")
+    parser.add_argument("--project", help="W&B project (default: vit-ablation)")
+    parser.add_argument("--entity", help="W&B entity")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
+    settings = {k: v for k, v in (("mode", args.wandb_mode), ("project", args.project),
+                                  ("entity", args.entity)) if v}
+    try:
+        report = write_report(args.path, out_dir=args.out, wandb_settings=settings,
+                              make_plots=not args.no_plots)
+    except (ReportError, RecordError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(report.markdown)
+    failed = int((report.runs["status"] == "failed").sum())
+    print(f"{len(report.runs)} runs ({failed} failed) -> "
+          + ", ".join(str(f) for f in report.files))
+    if report.wandb:
+        print(f"W&B report run {report.wandb['id']} in {report.wandb['dir']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Run records -> one pandas row per run, grouped into comparable blocks.
+
+Runs are compared only with runs of the same dataset, model and training
+setting. Keys that a sweep varies on purpose (the switches, the seed) or
+that say nothing about the experiment (W&B settings, paths, verbosity) are
+ignored; any other key whose value differs splits the runs into separate,
+labelled blocks instead of being averaged together.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from ablation.config import SWITCHES
+from ablation.records import RecordError, find_records, read_record
+
+log = logging.getLogger(__name__)
+
+# Config keys (flattened, dotted) that may differ between runs of one comparison.
+NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
+                 "name", "results_dir", "trainer.verbose", "dataset.path",
+                 "dataset.search_paths"}
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.")
+
+
+class ReportError(RuntimeError):
+    """Nothing to report on; the message says why."""
+
+
+def _flatten(config: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value, sort_keys=True)
+    return flat
+
+
+def _settings(flat: dict) -> dict:
+    return {k: v for k, v in flat.items()
+            if k not in NOT_A_SETTING and not k.startswith(NOT_A_SETTING_PREFIXES)}
+
+
+def read_records(path: str | Path) -> list[tuple[Path, dict]]:
+    """Every readable record below ``path``; one warning line per bad file."""
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path} does not exist")
+    files = find_records(path)
+    if not files:
+        raise ReportError(f"no run.json below {path}: is it a sweep folder or results/?")
+    good = []
+    for file in files:
+        try:
+            good.append((file, read_record(file)))
+        except RecordError as e:
+            log.warning("skipping %s", e)
+    if not good:
+        raise ReportError(f"none of the {len(files)} run.json files below {path} is readable")
+    return good
+
+
+def load_runs(path: str | Path) -> pd.DataFrame:
+    """One row per run below ``path`` (completed and failed), with its block.
+
+    Columns: the switches, ``variant``, ``dataset``, ``model``, ``setting``
+    (the config keys that set this block apart, empty when there is one
+    block), ``seed``, ``status``, test top-1/top-5 and best validation top-1
+    as fractions, ``params``, ``train_seconds``, ``train_images_per_s``,
+    ``error``, W&B group and mode, ``history`` (per-epoch rows) and ``path``.
+    """
+    loaded = read_records(path)
+    rows = []
+    for file, record in loaded:
+        metrics = record.get("metrics") or {}
+        rows.append({
+            **{k: bool(record["switches"].get(k)) for k in SWITCHES},
+            "variant": record.get("variant"),
+            "dataset": record["dataset"], "model": record["model"],
+            "seed": int(record["seed"]), "status": record["status"],
+            "test_top1": metrics.get("test_top1"), "test_top5": metrics.get("test_top5"),
+            "best_val_top1": metrics.get("best_val_top1"),
+            "params": record.get("params"), "train_seconds": record.get("train_seconds"),
+            "train_images_per_s": record.get("train_images_per_s"),
+            "error": record.get("error"),
+            "wandb_group": (record.get("wandb") or {}).get("group"),
+            "wandb_mode": (record.get("wandb") or {}).get("mode"),
+            "finished_at": record.get("finished_at") or "",
+            "history": record.get("history") or [],
+            "path": str(file),
+            "_settings": _settings(_flatten(record["config"])),
+        })
+    runs = pd.DataFrame(rows)
+    runs["setting"] = _setting_labels(runs)
+    runs = _drop_duplicates(runs.drop(columns="_settings"))
+    for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s"):
+        runs[col] = pd.to_numeric(runs[col], errors="coerce")
+    return runs.reset_index(drop=True)
+
+
+def _setting_labels(runs: pd.DataFrame) -> pd.Series:
+    """``trainer.learning_rate=0.003`` for the keys that differ within a dataset x model."""
+    labels = pd.Series("", index=runs.index)
+    for (dataset, model), block in runs.groupby(["dataset", "model"]):
+        keys = sorted(set().union(*block["_settings"].map(set)))
+        differing = [k for k in keys
+                     if block["_settings"].map(lambda s, k=k: s.get(k)).nunique(dropna=False) > 1]
+        if differing:
+            log.warning("%s x %s: runs differ in %s; reported as separate blocks",
+                        dataset, model, ", ".join(differing))
+            labels.loc[block.index] = block["_settings"].map(
+                lambda s: ", ".join(f"{k}={json.loads(s[k]) if k in s else 'unset'}"
+                                    for k in differing))
+    return labels
+
+
+def _drop_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
+    """One run per block, variant and seed: the latest completed one (then the latest)."""
+    key = ["dataset", "model", "setting", *SWITCHES, "seed"]
+    ranked = runs.assign(_done=runs["status"].eq("completed")).sort_values(
+        ["_done", "finished_at"])
+    kept = ranked.drop_duplicates(key, keep="last")
+    if len(kept) < len(runs):
+        dropped = ranked.index.difference(kept.index)
+        for path in runs.loc[dropped, "path"]:
+            log.warning("skipping %s: a later run of the same variant and seed is reported", path)
+    return kept.drop(columns="_done").sort_index()

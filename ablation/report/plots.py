@@ -1,0 +1,128 @@
+"""PNG figures: top-1 per variant, validation top-1 per epoch, learned temperatures."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ablation.report.render import block_title
+from ablation.report.tables import BLOCK, VARIANTS
+
+_TEMPERATURE = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
+    rows = -(-count // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    return fig, axes.ravel()
+
+
+def top1_bars(table: pd.DataFrame, path: Path) -> Path:
+    """Mean test top-1 per variant with standard-deviation error bars."""
+    plt = _pyplot()
+    groups = list(table.groupby(BLOCK, sort=False))
+    fig, axes = _grid(plt, len(groups))
+    for ax, (key, block) in zip(axes, groups):
+        x = np.arange(len(block))
+        means = block["top1_mean"].fillna(0).to_numpy()
+        errs = block["top1_std"].fillna(0).to_numpy()
+        colors = ["#888888" if v == "ViT" else "#1f77b4" for v in block["variant"]]
+        ax.bar(x, means, yerr=errs, capsize=4, color=colors)
+        for xi, (_, r) in zip(x, block.iterrows()):
+            label = f"{r['top1_mean']:.2f}" if r["status"] == "ok" else r["status"]
+            ax.annotate(f"{label}\nn={r['n']}", (xi, means[xi] + errs[xi]), ha="center",
+                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+        ax.set_xticks(x, block["variant"], rotation=20, ha="right", fontsize=8)
+        ok = block["top1_mean"].dropna()
+        if len(ok):
+            low = max(0.0, ok.min() - 3 * max(block["top1_std"].fillna(0).max(), 1.0))
+            ax.set_ylim(low, min(100.0, ok.max() + 6))
+        ax.set_ylabel("test top-1 (%)")
+        ax.set_title(block_title(*key), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _done(runs: pd.DataFrame, key) -> pd.DataFrame:
+    mask = np.logical_and.reduce([runs[c] == v for c, v in zip(BLOCK, key)])
+    return runs[mask & (runs["status"] == "completed")]
+
+
+def _variant_label(row) -> str:
+    return VARIANTS[(bool(row["spt"]), bool(row["lsa"]), bool(row["learnable_temperature"]))]
+
+
+def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataFrame]:
+    """Per variant: epochs x columns, averaged over seeds."""
+    out = {}
+    for label, group in block_runs.groupby(block_runs.apply(_variant_label, axis=1)):
+        frames = [pd.DataFrame(h).set_index("epoch") for h in group["history"] if h]
+        if not frames:
+            continue
+        stacked = pd.concat(frames)
+        columns = [c for c in stacked.columns if column_filter(c)]
+        if columns:
+            out[label] = stacked[columns].groupby(level=0).mean()
+    order = list(VARIANTS.values())
+    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+
+
+def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Validation top-1 per epoch, one line per variant (mean over seeds)."""
+    plt = _pyplot()
+    keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
+    fig, axes = _grid(plt, len(keys))
+    for ax, key in zip(axes, keys):
+        for label, hist in _mean_history(_done(runs, key), lambda c: c == "val/top1").items():
+            ax.plot(hist.index, 100 * hist["val/top1"], marker=".", label=label,
+                    linestyle="--" if label == "ViT" else "-")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("validation top-1 (%)")
+        ax.set_title(block_title(*key), fontsize=10)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path | None:
+    """Learned temperature per layer over epochs (heads averaged), where it was learnable."""
+    panels = []
+    for key, _ in table.groupby(BLOCK, sort=False):
+        for label, hist in _mean_history(_done(runs, key), _TEMPERATURE.match).items():
+            panels.append((key, label, hist))
+    if not panels:
+        return None
+    plt = _pyplot()
+    fig, axes = _grid(plt, len(panels), width=5, height=3.4, cols=min(len(panels), 2))
+    for ax, (key, label, hist) in zip(axes, panels):
+        layers = hist.T.groupby(lambda c: int(_TEMPERATURE.match(c).group(1))).mean().T
+        colors = plt.cm.viridis(np.linspace(0, 0.9, layers.shape[1]))
+        for color, layer in zip(colors, layers.columns):
+            ax.plot(layers.index, layers[layer], color=color, label=f"block {layer}")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("temperature")
+        ax.set_title(f"{block_title(*key)}: {label}", fontsize=9)
+        ax.legend(fontsize=6, ncol=2)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,201 @@
+"""The comparison as text people paste: Markdown, LaTeX, HTML, and CSV.
+
+Percentages have two decimals as papers print them; the best value of each
+metric column in a block is bold. CSV keeps full precision for analysis.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ablation.report.tables import BLOCK
+
+HEADER = ["Variant", "SPT", "LSA", "Temp.", "n", "Top-1 (%)", "Top-5 (%)",
+          "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]
+# display column -> (comparison column, which value is best)
+BEST = {"Top-1 (%)": ("top1_mean", max), "Top-5 (%)": ("top5_mean", max),
+        "ΔTop-1 vs ViT": ("d_top1", max), "ΔTop-5 vs ViT": ("d_top5", max),
+        "Train img/s": ("images_per_s", max), "Train time": ("train_seconds", min)}
+
+
+@dataclass(frozen=True)
+class Style:
+    on: str
+    off: str
+    dash: str
+    pm: str
+    bold: str  # a format string with {}
+    escape: callable = staticmethod(lambda s: s)
+
+
+MARKDOWN = Style("✓", "", "—", "±", "**{}**")
+LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}",
+              staticmethod(lambda s: s.replace("%", r"\%").replace("Δ", r"$\Delta$")
+                           .replace("_", r"\_").replace("&", r"\&")))
+HTML = Style("✓", "", "—", "±", "<b>{}</b>", staticmethod(html.escape))
+
+
+def _finite(x) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def _signed(x: float) -> str:
+    """+1.23 / -1.23, and +0.00 for anything that rounds to zero (never -0.00)."""
+    return f"{round(x, 2) + 0.0:+.2f}"
+
+
+def pct(mean, std, style: Style) -> str:
+    if not _finite(mean):
+        return style.dash
+    return f"{mean:.2f} {style.pm} {std:.2f}" if _finite(std) else f"{mean:.2f}"
+
+
+def gap(value, low, high, style: Style) -> str:
+    if not _finite(value):
+        return style.dash
+    text = _signed(value)
+    return f"{text} [{_signed(low)}, {_signed(high)}]" if _finite(low) else text
+
+
+def params(n) -> str:
+    if not _finite(n):
+        return ""
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(int(n))
+
+
+def duration(seconds) -> str:
+    if not _finite(seconds):
+        return ""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
+
+
+def block_title(dataset, model, setting) -> str:
+    return f"{dataset} × {model}" + (f" ({setting})" if setting else "")
+
+
+def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
+    """The block's rows as display strings, best values bold."""
+    best = {col: fn(v for v in block[src] if _finite(v)) if any(_finite(v) for v in block[src])
+            else None for col, (src, fn) in BEST.items()}
+    rows = []
+    for _, r in block.iterrows():
+        mark = lambda on: style.on if on else style.off  # noqa: E731
+        n = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        if r["status"] != "ok":
+            top1 = top5 = r["status"]
+        else:
+            top1 = pct(r["top1_mean"], r["top1_std"], style)
+            top5 = pct(r["top5_mean"], r["top5_std"], style)
+        is_base = r["variant"] == "ViT"
+        cells = {
+            "Variant": style.escape(r["variant"]), "SPT": mark(r["spt"]), "LSA": mark(r["lsa"]),
+            "Temp.": mark(r["learnable_temperature"]), "n": style.escape(n),
+            "Top-1 (%)": top1, "Top-5 (%)": top5,
+            "ΔTop-1 vs ViT": "ref." if is_base else gap(r["d_top1"], r["d_top1_low"],
+                                                        r["d_top1_high"], style),
+            "ΔTop-5 vs ViT": "ref." if is_base else gap(r["d_top5"], r["d_top5_low"],
+                                                        r["d_top5_high"], style),
+            "Params": params(r["params"]),
+            "Train img/s": f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"]) else "",
+            "Train time": duration(r["train_seconds"]),
+        }
+        for col, (src, _) in BEST.items():
+            value = r[src]
+            if best[col] is not None and _finite(value) and value == best[col] and not (
+                    is_base and col.startswith("Δ")):
+                cells[col] = style.bold.format(cells[col])
+        rows.append([cells[h] for h in HEADER])
+    return rows
+
+
+def _factorial_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
+    rows = []
+    for _, r in effects.iterrows():
+        rows.append([style.escape(r["term"].replace(" x ", " × ")),
+                     gap(r["top1_effect"], r["top1_low"], r["top1_high"], style),
+                     gap(r["top5_effect"], r["top5_low"], r["top5_high"], style)])
+    return rows
+
+
+FACTORIAL_HEADER = ["Term", "Effect on top-1 (pp) [95% CI]", "Effect on top-5 (pp) [95% CI]"]
+NOTE = ("Top-1/top-5: mean ± sample standard deviation over n seeds (test split). "
+        "Δ: paired by seed against the plain ViT, with a 95% percentile-bootstrap "
+        "interval when two or more seeds pair up.")
+FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (seed as a block); "
+                  "effect = 2 × coefficient = mean change when the switch goes off → on. "
+                  "No interval with one seed per cell.")
+
+
+def _md_table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
+    parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
+    for key, block in table.groupby(BLOCK, sort=False):
+        parts += [f"## {block_title(*key)}", "", _md_table(HEADER, display_rows(block, MARKDOWN)), ""]
+        mine = _select(effects, key)
+        if not mine.empty:
+            parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
+                      _md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
+    if not effects.empty:
+        parts += [FACTORIAL_NOTE, ""]
+    return "\n".join(parts)
+
+
+def _select(effects: pd.DataFrame, key) -> pd.DataFrame:
+    if effects.empty:
+        return effects
+    mask = (effects["dataset"] == key[0]) & (effects["model"] == key[1]) & (
+        effects["setting"] == key[2])
+    return effects[mask]
+
+
+def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
+    """booktabs tables, one per block (needs \\usepackage{booktabs, amssymb})."""
+    out = [f"% {NOTE}"]
+    for key, block in table.groupby(BLOCK, sort=False):
+        out += [r"\begin{table}[t]", r"\centering", r"\small",
+                rf"\caption{{{LATEX.escape(block_title(*key))}}}",
+                r"\begin{tabular}{l" + "c" * (len(HEADER) - 1) + "}", r"\toprule",
+                " & ".join(LATEX.escape(h) for h in HEADER) + r" \\", r"\midrule"]
+        out += [" & ".join(row) + r" \\" for row in display_rows(block, LATEX)]
+        out += [r"\bottomrule", r"\end{tabular}"]
+        mine = _select(effects, key)
+        if not mine.empty:
+            out += [r"\par\medskip", r"\begin{tabular}{lcc}", r"\toprule",
+                    " & ".join(LATEX.escape(h) for h in FACTORIAL_HEADER) + r" \\", r"\midrule"]
+            out += [" & ".join(row) + r" \\" for row in _factorial_rows(mine, LATEX)]
+            out += [r"\bottomrule", r"\end{tabular}"]
+        out += [r"\end{table}", ""]
+    return "\n".join(out)
+
+
+def _html_table(header, rows) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>{body}</tbody>\n</table>"
+
+
+def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
+    parts = ["<!doctype html><meta charset='utf-8'><title>vit-ablation report</title>",
+             "<style>body{font-family:sans-serif} table{border-collapse:collapse;margin:1em 0}"
+             " td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
+             " td:first-child,th:first-child{text-align:left}</style>",
+             f"<h1>Ablation: top-1 / top-5 against the plain ViT</h1><p>{html.escape(NOTE)}</p>"]
+    for key, block in table.groupby(BLOCK, sort=False):
+        parts += [f"<h2>{html.escape(block_title(*key))}</h2>",
+                  _html_table(HEADER, display_rows(block, HTML))]
+        mine = _select(effects, key)
+        if not mine.empty:
+            parts.append(_html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
+    if not effects.empty:
+        parts.append(f"<p>{html.escape(FACTORIAL_NOTE)}</p>")
+    return "\n".join(parts) + "\n"

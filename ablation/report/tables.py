@@ -1,0 +1,131 @@
+"""The numbers of the report, as DataFrames (percent, full precision).
+
+:func:`comparison` gives one row per block (dataset x model x setting) and
+variant, in the paper's order, including variants that are missing or only
+failed; :func:`factorial` gives each switch's effect and interactions where a
+block holds a full factorial. Formatting lives in :mod:`ablation.report.render`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ablation.config import SWITCHES
+from ablation.report.stats import factorial_effects, paired_gap
+
+# (spt, lsa, learnable_temperature) -> label, in the order the table shows them.
+VARIANTS: dict[tuple[bool, bool, bool], str] = {
+    (False, False, False): "ViT",
+    (True, False, False): "SPT",
+    (False, True, False): "LSA mask",
+    (False, False, True): "Learnable temp.",
+    (True, True, False): "SPT + LSA mask",
+    (True, False, True): "SPT + temp.",
+    (False, True, True): "LSA (mask + temp.)",
+    (True, True, True): "SL-ViT",
+}
+BASELINE = (False, False, False)
+PAPER_FOUR = [(False, False, False), (True, False, False), (False, True, True), (True, True, True)]
+BLOCK = ["dataset", "model", "setting"]
+FACTOR_LABELS = {"spt": "SPT", "lsa": "LSA mask", "learnable_temperature": "Temp.",
+                 "lsa+temp": "LSA (mask + temp.)"}
+
+
+def _switches(runs: pd.DataFrame) -> pd.Series:
+    return pd.Series(list(zip(*(runs[k].astype(bool) for k in SWITCHES))), index=runs.index)
+
+
+def expected_variants(block: pd.DataFrame) -> list[tuple[bool, bool, bool]]:
+    """The paper's four when the temperature always follows the mask, else all eight."""
+    tied = bool((block["lsa"] == block["learnable_temperature"]).all())
+    return PAPER_FOUR if tied else list(VARIANTS)
+
+
+def blocks(runs: pd.DataFrame):
+    """(dataset, model, setting), runs: in a stable order."""
+    return runs.groupby(BLOCK, sort=True, dropna=False)
+
+
+def comparison(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per block and variant; accuracies and gaps in percentage points.
+
+    Gaps are paired by seed against the block's plain ViT; ``*_low``/``*_high``
+    are the 95 % bootstrap interval (NaN with fewer than two pairs).
+    ``status`` is ``ok``, ``failed`` (runs exist, none completed) or ``missing``.
+    """
+    rows = []
+    for (dataset, model, setting), block in blocks(runs):
+        keys = _switches(block)
+        done = block[block["status"] == "completed"]
+        done_keys = keys[done.index]
+        base = done[done_keys == BASELINE].set_index("seed")
+        for variant in expected_variants(block):
+            mine = block[keys == variant]
+            ok = done[done_keys == variant].set_index("seed")
+            row = {"dataset": dataset, "model": model, "setting": setting,
+                   "variant": VARIANTS[variant],
+                   **dict(zip(SWITCHES, variant)),
+                   "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
+                   "status": "ok" if len(ok) else ("failed" if len(mine) else "missing")}
+            for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
+                values = 100 * ok[metric]
+                row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
+                row[f"{name}_std"] = values.std(ddof=1) if len(ok) > 1 else np.nan
+                if variant == BASELINE or base.empty or not len(ok):
+                    gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0}
+                else:
+                    gap = paired_gap(values, 100 * base[metric])
+                row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
+                    gap["gap"], gap["low"], gap["high"])
+                row["pairs"] = gap["pairs"]
+            row["params"] = ok["params"].iloc[0] if len(ok) else np.nan
+            row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
+            row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def factorial_design(block: pd.DataFrame) -> list[str] | None:
+    """The factors of a full factorial in this block's completed runs, or None.
+
+    With the temperature tied to the mask in every run, LSA (mask + temp.)
+    is one factor and the design is 2^2 over ``spt`` and ``lsa``; with all
+    eight combinations completed it is 2^3.
+    """
+    done = block[block["status"] == "completed"]
+    present = set(_switches(done))
+    if set(VARIANTS) <= present:
+        return list(SWITCHES)
+    tied = bool((done["lsa"] == done["learnable_temperature"]).all())
+    if tied and set(PAPER_FOUR) <= present:
+        return ["spt", "lsa"]
+    return None
+
+
+def factorial(runs: pd.DataFrame) -> pd.DataFrame:
+    """Main effects and interactions per block holding a full factorial (percentage points)."""
+    out = []
+    for (dataset, model, setting), block in blocks(runs):
+        factors = factorial_design(block)
+        if factors is None:
+            continue
+        done = block[block["status"] == "completed"]
+        tied = factors == ["spt", "lsa"]
+        per_metric = {}
+        for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
+            scaled = done.assign(**{metric: 100 * done[metric]})
+            per_metric[name] = factorial_effects(scaled, factors, metric).set_index("term")
+        table = per_metric["top1"][["order"]].copy()
+        for name, effects in per_metric.items():
+            for col in ("effect", "low", "high", "p_value"):
+                table[f"{name}_{col}"] = effects[col]
+        table = table.reset_index()
+        labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp"] if tied else FACTOR_LABELS["lsa"])
+        table["term"] = table["term"].map(
+            lambda t: " x ".join(labels[f] for f in t.split(" x ")))
+        table.insert(0, "setting", setting)
+        table.insert(0, "model", model)
+        table.insert(0, "dataset", dataset)
+        table["seeds"] = done["seed"].nunique()
+        out.append(table)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

@@ -1,0 +1,83 @@
+"""Write every output of the report next to the sweep, and log it to W&B."""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ablation.report import plots, render
+from ablation.report.load import load_runs
+from ablation.report.tables import comparison, factorial
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Report:
+    runs: pd.DataFrame
+    table: pd.DataFrame
+    effects: pd.DataFrame
+    markdown: str
+    files: list[Path] = field(default_factory=list)
+    wandb: dict | None = None
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _most_common(values) -> str | None:
+    values = [v for v in values if v]
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+def write_report(path: str | Path, *, out_dir: str | Path | None = None,
+                 wandb_settings: Mapping | None = None, make_plots: bool = True) -> Report:
+    """Read the records below ``path``; write comparison.{md,csv,tex,html} and PNGs.
+
+    Outputs go to ``out_dir`` (default: ``path`` itself, or its folder if it is a
+    file). ``wandb_settings`` (mode, project, entity) defaults to the mode the
+    runs were logged with; the report run joins the runs' W&B group.
+    """
+    path = Path(path)
+    runs = load_runs(path)
+    out = Path(out_dir) if out_dir else (path if path.is_dir() else path.parent)
+    out.mkdir(parents=True, exist_ok=True)
+    table = comparison(runs)
+    effects = factorial(runs)
+    markdown = render.markdown(table, effects)
+    files = [
+        _atomic_write(out / "comparison.md", markdown),
+        _atomic_write(out / "comparison.tex", render.latex(table, effects)),
+        _atomic_write(out / "comparison.html", render.html_page(table, effects)),
+        _atomic_write(out / "comparison.csv", table.to_csv(index=False)),
+    ]
+    if not effects.empty:
+        files.append(_atomic_write(out / "factorial_effects.csv", effects.to_csv(index=False)))
+    images = []
+    if make_plots:
+        images.append(plots.top1_bars(table, out / "top1.png"))
+        images.append(plots.val_curves(table, runs, out / "val_top1.png"))
+        temperature = plots.temperature_curves(table, runs, out / "temperature.png")
+        if temperature:
+            images.append(temperature)
+    files += images
+    settings = dict(wandb_settings or {})
+    settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
+    report = Report(runs, table, effects, markdown, files)
+    if settings["mode"] != "disabled":
+        from ablation.report.tracking import log_report
+
+        report.wandb = log_report(table, effects, images, settings=settings,
+                                  group=_most_common(runs["wandb_group"]), directory=out)
+    return report

@@ -1,0 +1,226 @@
+"""The reporter on hand-made records whose answers are computed by hand here."""
+import csv
+import json
+import re
+import subprocess
+import sys
+from itertools import product
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from ablation.records import write_record
+from ablation.report import ReportError, comparison, factorial, load_runs, write_report
+from conftest import ROOT
+
+BASE_CONFIG = {"dataset": {"name": "cifar10"}, "model": {"name": "paper"},
+               "trainer": {"epochs": 100, "learning_rate": 0.001},
+               "wandb": {"mode": "disabled"}}
+
+
+def record(root, spt, lsa, temp, seed, top1, top5=None, status="completed",
+           dataset="cifar10", model="paper", config=None, name=None):
+    cfg = json.loads(json.dumps(config or BASE_CONFIG))
+    cfg.update(spt=spt, lsa=lsa, learnable_temperature=temp, seed=seed)
+    history = [{"epoch": e, "val/top1": top1 * e / 3, "temperature/block_0": 4.0 + e}
+               if temp else {"epoch": e, "val/top1": top1 * e / 3} for e in (1, 2, 3)]
+    rec = {"schema": 1, "status": status, "switches": {"spt": spt, "lsa": lsa,
+                                                       "learnable_temperature": temp},
+           "variant": "x", "dataset": dataset, "model": model, "seed": seed, "config": cfg,
+           "metrics": {} if status == "failed" else {
+               "test_top1": top1, "test_top5": top1 + 0.2 if top5 is None else top5},
+           "history": history if status == "completed" else [], "params": 1000,
+           "train_seconds": 10.0, "train_images_per_s": 100.0,
+           "wandb": {"mode": "disabled", "group": "g"},
+           "error": "TrainingDiverged: loss nan" if status == "failed" else None,
+           "finished_at": "2026-11-22T00:00:00+00:00"}
+    folder = root / (name or f"{int(spt)}{int(lsa)}{int(temp)}-s{seed}-{dataset}-{model}")
+    write_record(folder, rec)
+    return folder
+
+
+# Top-1 (fractions) per tied variant (spt, lsa=temp) and seed 0, 1, 2.
+TOP1 = {(False, False): [0.50, 0.52, 0.54], (True, False): [0.53, 0.56, 0.55],
+        (False, True): [0.51, 0.55, 0.56], (True, True): [0.58, 0.59, 0.60]}
+
+
+@pytest.fixture
+def four_by_three(tmp_path):
+    for (spt, lsa), values in TOP1.items():
+        for seed, v in enumerate(values):
+            record(tmp_path, spt, lsa, lsa, seed, v)
+    return tmp_path
+
+
+def row(table, variant):
+    return table[table["variant"] == variant].iloc[0]
+
+
+def test_means_deviations_gaps_and_bootstrap_bounds(four_by_three):
+    table = comparison(load_runs(four_by_three))
+    assert list(table["variant"]) == ["ViT", "SPT", "LSA (mask + temp.)", "SL-ViT"]
+    vit, spt = row(table, "ViT"), row(table, "SPT")
+    assert vit["top1_mean"] == pytest.approx(52.0) and vit["top1_std"] == pytest.approx(2.0)
+    assert vit["n"] == 3 and np.isnan(vit["d_top1"])
+    assert spt["top1_mean"] == pytest.approx(100 * np.mean(TOP1[(True, False)]))
+    assert spt["top1_std"] == pytest.approx(100 * np.std(TOP1[(True, False)], ddof=1))
+    # paired differences by seed: 3, 4, 1 -> mean 8/3. With three pairs the bootstrap
+    # mean equals the smallest (largest) difference with probability 1/27 > 2.5 %, so the
+    # 95 % percentile interval is exactly [1, 4].
+    assert spt["d_top1"] == pytest.approx(8 / 3)
+    assert spt["d_top1_low"] == pytest.approx(1.0) and spt["d_top1_high"] == pytest.approx(4.0)
+    assert spt["d_top5"] == pytest.approx(8 / 3)  # top-5 = top-1 + 20 points here
+    again = comparison(load_runs(four_by_three))
+    pd.testing.assert_frame_equal(table, again)  # fixed random state: reproducible
+
+
+def test_two_by_two_factorial_effects_match_a_hand_computation(four_by_three):
+    effects = factorial(load_runs(four_by_three)).set_index("term")
+    y = {k: 100 * np.array(v) for k, v in TOP1.items()}
+    spt_effect = (y[True, False] + y[True, True] - y[False, False] - y[False, True]).mean() / 2
+    lsa_effect = (y[False, True] + y[True, True] - y[False, False] - y[True, False]).mean() / 2
+    inter = (y[True, True] + y[False, False] - y[True, False] - y[False, True]).mean() / 2
+    assert list(effects.index) == ["SPT", "LSA (mask + temp.)", "SPT x LSA (mask + temp.)"]
+    assert effects.loc["SPT", "top1_effect"] == pytest.approx(spt_effect)
+    assert effects.loc["LSA (mask + temp.)", "top1_effect"] == pytest.approx(lsa_effect)
+    assert effects.loc["SPT x LSA (mask + temp.)", "top1_effect"] == pytest.approx(inter)
+    # interval by hand: cells x seeds, additive seed block; balanced +-1 columns are
+    # orthogonal, so se(coef) = sqrt(MSE / N) and the effect's interval is 2 x that of coef.
+    cells = np.array([y[k] for k in TOP1])                # 4 cells x 3 seeds
+    fitted = cells.mean(1, keepdims=True) + cells.mean(0, keepdims=True) - cells.mean()
+    df = cells.size - 4 - 2
+    se = np.sqrt(((cells - fitted) ** 2).sum() / df / cells.size)
+    half = 2 * stats.t.ppf(0.975, df) * se
+    assert effects.loc["SPT", "top1_low"] == pytest.approx(spt_effect - half)
+    assert effects.loc["SPT", "top1_high"] == pytest.approx(spt_effect + half)
+
+
+def test_full_two_cubed_factorial(tmp_path):
+    rng = np.random.default_rng(0)
+    truth = {"spt": 2.0, "lsa": 1.0, "learnable_temperature": 0.5}
+    for spt, lsa, temp in product([False, True], repeat=3):
+        for seed in (0, 1):
+            top1 = 50 + sum(truth[k] / 2 * (1 if on else -1) for k, on in
+                            zip(truth, (spt, lsa, temp))) + rng.normal(0, 0.1)
+            record(tmp_path, spt, lsa, temp, seed, top1 / 100)
+    runs = load_runs(tmp_path)
+    table = comparison(runs)
+    assert list(table["variant"]) == ["ViT", "SPT", "LSA mask", "Learnable temp.",
+                                      "SPT + LSA mask", "SPT + temp.", "LSA (mask + temp.)",
+                                      "SL-ViT"]
+    effects = factorial(runs).set_index("term")
+    assert len(effects) == 7 and effects["order"].tolist() == [1, 1, 1, 2, 2, 2, 3]
+    assert effects.loc["SPT", "top1_effect"] == pytest.approx(2.0, abs=0.2)
+    assert effects.loc["Temp.", "top1_effect"] == pytest.approx(0.5, abs=0.2)
+    spt = effects.loc["SPT"]
+    assert spt["top1_low"] < spt["top1_effect"] < spt["top1_high"]
+    assert spt["top1_high"] - spt["top1_low"] < 1.0  # noise sd is 0.1 point
+
+
+def test_failed_missing_and_corrupt_records(tmp_path, caplog):
+    record(tmp_path, False, False, False, 0, 0.50)
+    record(tmp_path, False, False, False, 1, 0.52)
+    record(tmp_path, True, False, False, 0, 0.60)
+    record(tmp_path, True, False, False, 1, 0.0, status="failed")
+    record(tmp_path, True, True, True, 0, 0.0, status="failed")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "run.json").write_text('{"schema": 1, "status": "comp')
+    (tmp_path / "future").mkdir()
+    (tmp_path / "future" / "run.json").write_text(json.dumps({"schema": 99}))
+    (tmp_path / "partial").mkdir()
+    (tmp_path / "partial" / "run.json").write_text(json.dumps({"schema": 1, "status": "completed"}))
+    runs = load_runs(tmp_path)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for name in ("corrupt", "future", "partial"):
+        assert sum(f"/{name}/run.json" in w for w in warnings) == 1
+    assert len(runs) == 5
+    table = comparison(runs)
+    spt = row(table, "SPT")
+    assert (spt["n"], spt["n_failed"], spt["status"]) == (1, 1, "ok")
+    assert spt["top1_mean"] == pytest.approx(60.0)        # the failed run is not averaged in
+    assert spt["d_top1"] == pytest.approx(10.0)           # paired on seed 0 only
+    assert row(table, "SL-ViT")["status"] == "failed"
+    assert row(table, "LSA (mask + temp.)")["status"] == "missing"
+    md = write_report(tmp_path, make_plots=False).markdown
+    assert "| SPT | ✓ |  |  | 1 (+1 failed) | **60.00** |" in md  # best top-1: bold
+    assert re.search(r"\| SL-ViT \|.*\| 0 \(\+1 failed\) \| failed \| failed \|", md)
+    assert re.search(r"\| LSA \(mask \+ temp\.\) \|.*\| 0 \| missing \| missing \|", md)
+
+
+def test_runs_of_different_settings_are_never_mixed(tmp_path, caplog):
+    other = json.loads(json.dumps(BASE_CONFIG))
+    other["trainer"]["learning_rate"] = 0.003
+    for seed in (0, 1):
+        record(tmp_path, False, False, False, seed, 0.50, name=f"a{seed}")
+        record(tmp_path, False, False, False, seed, 0.70, config=other, name=f"b{seed}")
+    table = comparison(load_runs(tmp_path))
+    vit = table[table["variant"] == "ViT"].set_index("setting")["top1_mean"]
+    assert vit.to_dict() == pytest.approx({"trainer.learning_rate=0.001": 50.0,
+                                           "trainer.learning_rate=0.003": 70.0})
+    assert "differ in trainer.learning_rate" in caplog.text
+
+
+def test_datasets_are_separate_blocks(tmp_path):
+    for dataset, value in (("cifar10", 0.9), ("cifar100", 0.6)):
+        record(tmp_path, False, False, False, 0, value, dataset=dataset)
+    table = comparison(load_runs(tmp_path))
+    assert len(table) == 2 * 4  # each block lists the paper's four variants
+    vit = table[table["variant"] == "ViT"].set_index("dataset")["top1_mean"]
+    assert vit.to_dict() == pytest.approx({"cifar10": 90.0, "cifar100": 60.0})
+
+
+def numbers(cell: str) -> list[float]:
+    return [float(x) for x in re.findall(r"[-+]?\d+\.\d+", cell)]
+
+
+def test_outputs_parse_back_to_the_same_numbers(four_by_three):
+    report = write_report(four_by_three, make_plots=False)
+    table = report.table.set_index("variant")
+    md_rows = [line for line in (four_by_three / "comparison.md").read_text().splitlines()
+               if line.startswith("| ") and not line.startswith("| Variant")
+               and not line.startswith("| Term") and line.count("|") == 13]
+    tex_rows = [line for line in (four_by_three / "comparison.tex").read_text().splitlines()
+                if line.endswith(r"\\") and r"\checkmark" in line or line.startswith("ViT &")]
+    assert len(md_rows) == len(tex_rows) == 4
+    for md, tex in zip(md_rows, tex_rows):
+        md_cells = [c.strip() for c in md.strip("|").split("|")]
+        tex_cells = [c.strip() for c in tex.rstrip("\\").split("&")]
+        r = table.loc[md_cells[0]]
+        assert tex_cells[0] == md_cells[0]
+        for cells in (md_cells, tex_cells):
+            assert numbers(cells[5]) == pytest.approx(
+                [round(r["top1_mean"], 2), round(r["top1_std"], 2)])
+            assert numbers(cells[6]) == pytest.approx(
+                [round(r["top5_mean"], 2), round(r["top5_std"], 2)])
+            if md_cells[0] != "ViT":
+                assert numbers(cells[7]) == pytest.approx(
+                    [round(r[k], 2) for k in ("d_top1", "d_top1_low", "d_top1_high")])
+    best = table["top1_mean"].idxmax()
+    assert f"| {best} |" in next(m for m in md_rows if m.startswith(f"| {best} |"))
+    assert "**" in next(m for m in md_rows if m.startswith(f"| {best} |")).split("|")[6]
+    assert r"\textbf{" in next(t for t in tex_rows if t.startswith(best))
+    with open(four_by_three / "comparison.csv") as f:
+        csv_rows = list(csv.DictReader(f))
+    for r in csv_rows:
+        assert float(r["top1_mean"]) == pytest.approx(table.loc[r["variant"], "top1_mean"])
+        if r["d_top1_low"]:
+            assert float(r["d_top1_low"]) == pytest.approx(table.loc[r["variant"], "d_top1_low"])
+    assert "<table>" in (four_by_three / "comparison.html").read_text()
+
+
+def test_plots_are_written(four_by_three):
+    files = {p.name for p in write_report(four_by_three).files}
+    assert {"top1.png", "val_top1.png", "temperature.png"} <= files
+    assert (four_by_three / "top1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_empty_or_wrong_path_is_a_one_line_error(tmp_path):
+    with pytest.raises(ReportError, match="no run.json below"):
+        load_runs(tmp_path)
+    for path in (tmp_path, tmp_path / "nope"):
+        result = subprocess.run([sys.executable, "-m", "ablation.report", str(path)],
+                                cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 1
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
