@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import keras
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.callbacks import EpochMetrics

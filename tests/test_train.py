@@ -2,10 +2,8 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from ablation.records import read_record
 from ablation.train import TrainingDiverged, run_job

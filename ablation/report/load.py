@@ -114,8 +114,8 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
             log.warning("%s x %s: runs differ in %s; reported as separate blocks",
                         dataset, model, ", ".join(differing))
             labels.loc[block.index] = block["_settings"].map(
-                lambda s: ", ".join(f"{k}={json.loads(s[k]) if k in s else 'unset'}"
-                                    for k in differing))
+                lambda s, keys=tuple(differing): ", ".join(
+                    f"{k}={json.loads(s[k]) if k in s else 'unset'}" for k in keys))
     return labels
 
 

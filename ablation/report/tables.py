@@ -121,8 +121,7 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
                 table[f"{name}_{col}"] = effects[col]
         table = table.reset_index()
         labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp"] if tied else FACTOR_LABELS["lsa"])
-        table["term"] = table["term"].map(
-            lambda t: " x ".join(labels[f] for f in t.split(" x ")))
+        table["term"] = [" x ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
         table.insert(0, "setting", setting)
         table.insert(0, "model", model)
         table.insert(0, "dataset", dataset)
