@@ -18,7 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.config import ConfigError, register_resolvers, switches, validate
-from ablation.data import DataError
+from ablation.data import DataError, check_source
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV
 
 register_resolvers()
@@ -41,22 +41,32 @@ def progress_line(cfg: DictConfig) -> str:
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
-    output_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()
+    output_dir = hydra_cfg.runtime.output_dir
     try:
-        validate(OmegaConf.to_container(cfg, resolve=True))  # before Keras loads: instant
-        print(progress_line(cfg), flush=True)
-        from ablation.train import run_job
+        validate(plain := OmegaConf.to_container(cfg, resolve=True))  # before Keras loads
+        check_source(plain["dataset"])
+    except (ConfigError, DataError) as e:
+        log.error("%s", e)  # bad input: one line, nothing trained, nothing written
+        raise SystemExit(2) from None
+    print(progress_line(cfg), flush=True)
+    from ablation.train import run_job
 
+    try:
         record = run_job(cfg, output_dir)
     except (ConfigError, DataError) as e:
-        # Bad input: one line, before any training, and nothing written.
         log.error("%s", e)
         raise SystemExit(2) from None
+    except Exception as e:
+        # run_job has written the failed record and marked the W&B run failed.
+        log.exception("%s failed: %s: %s", cfg.run_name, type(e).__name__, e)
+        if hydra_cfg.mode.name == "MULTIRUN":
+            return None  # the sweep goes on; SweepEnd lists every failure and exits 1
+        raise SystemExit(1) from None
     metrics = record["metrics"]
     log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s/run.json", record["run_name"],
              100 * metrics["test_top1"], 100 * metrics["test_top5"], output_dir)
     return metrics["test_top1"]
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -78,8 +78,15 @@ def validate(cfg: Mapping) -> None:
     if mode not in WANDB_MODES:
         raise ConfigError(f"wandb.mode={mode!r} is not one of {', '.join(WANDB_MODES)}")
     model = cfg["model"]
-    for key in ("image_size", "patch_size", "dim", "depth", "num_heads", "key_dim"):
+    for key in ("image_size", "patch_size", "dim", "depth", "num_heads"):
         _positive(cfg, f"model.{key}", int)
+    if model.get("key_dim") is None:
+        if model["dim"] % model["num_heads"]:
+            raise ConfigError(
+                f"model.num_heads={model['num_heads']} does not divide model.dim={model['dim']} "
+                f"(needed when model.key_dim is null); set model.key_dim or change num_heads")
+    else:
+        _positive(cfg, "model.key_dim", int)
     if model["image_size"] % model["patch_size"]:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "

@@ -258,6 +258,18 @@ def load_image_folder(cfg: Mapping) -> tuple:
     return x_train, y_train, x_test, y_test, classes
 
 
+def check_source(cfg: Mapping) -> None:
+    """The cheap part of loading: the paths exist. Run for every job of a sweep
+    before the first one trains, so a bad path fails in seconds, not hours in."""
+    name, path = cfg["name"], cfg.get("path")
+    if name not in LOADERS:
+        raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
+    if name == "image_folder" and not path:
+        raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
+    if path and not Path(path).exists():
+        raise DataError(f"dataset.path={path} does not exist")
+
+
 LOADERS: dict[str, Callable[[Mapping], tuple]] = {
     "cifar100": lambda cfg: load_cifar(cfg, fine=True),
     "cifar10": lambda cfg: load_cifar(cfg, fine=False),

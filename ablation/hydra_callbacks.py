@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
-from math import prod
+from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -13,41 +13,74 @@ log = logging.getLogger(__name__)
 SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"
 
 
-def sweep_size(overrides: list[str]) -> int:
-    """How many jobs the command-line sweep expands to (product of the choices)."""
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    return prod(len(list(o.sweep_iterator())) if o.is_sweep_override() else 1 for o in parsed)
+def job_configs(config) -> list[dict]:
+    """Every job's resolved config (without ``hydra``), as the sweeper will compose them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    loader = GlobalHydra.instance().config_loader()
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    configs = []
+    for batch in BasicSweeper.split_arguments(parsed, None):
+        for overrides in batch:
+            job = loader.load_sweep_config(config, list(overrides))
+            configs.append({k: OmegaConf.to_container(v, resolve=True)
+                            if OmegaConf.is_config(v) else v
+                            for k, v in job.items() if k != "hydra"})
+    return configs
 
 
-class SweepProgress(Callback):
-    """Counts the sweep's jobs so each job can print ``[3/4] spt=on ...``.
+class SweepStart(Callback):
+    """Before any job trains: check every job's config, and count the jobs.
 
-    The count travels in an environment variable, which launchers that run
-    jobs in worker processes pass on as well.
+    A bad value anywhere in the sweep stops it here with one line, so it never
+    costs the jobs before it. The count travels in an environment variable
+    (launchers with worker processes pass it on) for the ``[3/4]`` lines.
     """
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        try:
-            os.environ[SWEEP_SIZE_ENV] = str(sweep_size(config.hydra.overrides.task))
-        except Exception as e:  # a count we cannot work out is not worth failing for
-            log.debug("could not count the sweep's jobs: %s", e)
+        from ablation.config import ConfigError, validate
+        from ablation.data import DataError, check_source
+
+        configs = job_configs(config)
+        os.environ[SWEEP_SIZE_ENV] = str(len(configs))
+        for job in configs:
+            try:
+                validate(job)
+                check_source(job["dataset"])
+            except (ConfigError, DataError) as e:
+                log.error("%s", e)
+                raise SystemExit(2) from None
 
 
-class SweepReport(Callback):
-    """At the end of a multirun, write the report next to the sweep (``report.after_sweep``).
+class SweepEnd(Callback):
+    """When a multirun ends: the report (``report.after_sweep``), then the failures.
 
-    A report that fails is logged, never raised: the runs' records are what
-    matter, and ``python -m ablation.report <sweep>`` can always be rerun.
+    Jobs record a failure in their ``run.json`` and return normally, so the
+    sweep runs to the end (Hydra would otherwise skip ``on_multirun_end`` and
+    name only the first error). Here every failed run is listed with its
+    reason, and the process exits 1 if there was any.
     """
 
     def on_multirun_end(self, config, **kwargs) -> None:
-        if not config.get("report", {}).get("after_sweep", True):
-            return
+        sweep_dir = config.hydra.sweep.dir
+        if config.get("report", {}).get("after_sweep", True):
+            self.write_report(config, sweep_dir)
+        failures = failed_runs(sweep_dir)
+        if failures:
+            lines = [f"{len(failures)} run(s) failed:"]
+            lines += [f"  {path.parent}: {error}" for path, error in failures]
+            print("\n".join(lines), flush=True)
+            raise SystemExit(1)
+
+    @staticmethod
+    def write_report(config, sweep_dir) -> None:
+        """A report that fails is logged, never raised: the records are what matter."""
         from omegaconf import OmegaConf
 
         from ablation.report import ReportError, write_report
 
-        sweep_dir = config.hydra.sweep.dir
         try:
             report = write_report(
                 sweep_dir,
@@ -62,3 +95,19 @@ class SweepReport(Callback):
             return
         print(report.markdown, flush=True)
         log.info("report: %s", ", ".join(str(f) for f in report.files))
+
+
+def failed_runs(sweep_dir) -> list[tuple[Path, str]]:
+    """(record path, error) of every failed run below ``sweep_dir``."""
+    from ablation.records import RecordError, find_records, read_record
+
+    failures = []
+    for path in find_records(sweep_dir) if Path(sweep_dir).exists() else []:
+        try:
+            record = read_record(path)
+        except RecordError as e:
+            failures.append((path, f"unreadable record ({e})"))
+            continue
+        if record["status"] == "failed":
+            failures.append((path, record.get("error") or "unknown error"))
+    return failures

@@ -64,7 +64,7 @@ def build_vit(
     dim: int,
     depth: int,
     num_heads: int,
-    key_dim: int,
+    key_dim: int | None,
     mlp_hidden_units: Sequence[int],
     mlp_output_units: int | None = None,
     dropout: float = 0.0,
@@ -81,6 +81,7 @@ def build_vit(
 ) -> keras.Model:
     """A Vision Transformer for ``input_shape`` images and ``num_classes`` classes.
 
+    ``key_dim=None`` splits ``dim`` evenly over the heads.
     ``pooling="flatten"`` flattens all tokens into an MLP head (keras.io
     example); ``"class_token"`` prepends a class token and classifies its final
     state (the paper's ViT); ``"mean"`` averages the tokens.
@@ -98,7 +99,7 @@ def build_vit(
         tokens = layers.Dropout(embedding_dropout, name="embedding_dropout")(tokens)
     attention = dict(
         num_heads=num_heads,
-        key_dim=key_dim,
+        key_dim=key_dim if key_dim is not None else dim // num_heads,
         dropout=attention_dropout,
         mask_diagonal=lsa,
         learnable_temperature=learnable_temperature,
