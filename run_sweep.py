@@ -17,7 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from ablation.config import ConfigError, register_resolvers, switches, validate
+from ablation.config import ConfigError, register_resolvers, scrub_file, switches, validate
 from ablation.data import DataError, check_source
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV
 
@@ -43,6 +43,12 @@ def progress_line(cfg: DictConfig) -> str:
 def main(cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
+    # Hydra saved the composed config and overrides before this job started:
+    # hide any secret passed on the command line there too.
+    for saved in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+        scrub_file(os.path.join(output_dir, hydra_cfg.output_subdir or ".hydra", saved))
+    if hydra_cfg.mode.name == "MULTIRUN":
+        scrub_file(os.path.join(hydra_cfg.sweep.dir, "multirun.yaml"))
     try:
         validate(plain := OmegaConf.to_container(cfg, resolve=True))  # before Keras loads
         check_source(plain["dataset"])

@@ -6,6 +6,7 @@ before any data is loaded or any model trained.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from omegaconf import OmegaConf
@@ -13,6 +14,50 @@ from omegaconf import OmegaConf
 SWITCHES = ("spt", "lsa", "learnable_temperature")
 SWITCH_SHORT_NAMES = {"spt": "spt", "lsa": "lsa", "learnable_temperature": "temp"}
 WANDB_MODES = ("online", "offline", "disabled")
+
+
+_SECRET_WORDS = r"(?:api_?key|token|secret|password|passwd|credentials?)"
+SECRET_KEY = re.compile(rf"(?:^|[_.+-]){_SECRET_WORDS}$", re.IGNORECASE)  # name ends so
+REDACTED = "***redacted***"
+
+
+def redact(value):
+    """A copy with the values of secret-looking keys (``api_key``, ``token``...) hidden.
+
+    Secrets belong in the environment (``WANDB_API_KEY``), which nothing here
+    records; this catches one passed on the command line anyway before it
+    reaches a record or the W&B config.
+    """
+    if isinstance(value, dict):
+        return {k: REDACTED if SECRET_KEY.search(str(k)) and v is not None else redact(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+_SECRET_ASSIGNMENT = re.compile(
+    rf"((?<![\w.+-])(?:[\w.+-]*[_.+-])?{_SECRET_WORDS}\s*[:=]\s*)([^\s,\]]+)", re.IGNORECASE)
+
+
+def scrub_text(text: str) -> str:
+    """Hide the values in ``key: value`` / ``key=value`` where the key looks secret."""
+    return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def scrub_file(path) -> None:
+    """Hide secret-looking values in a file Hydra saved (its config and overrides)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return
+    text = path.read_text()
+    scrubbed = scrub_text(text)
+    if scrubbed != text:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(scrubbed)
+        tmp.replace(path)
 
 
 class ConfigError(ValueError):

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from ablation.config import scrub_text
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +58,60 @@ class WandbTracker(Tracker):
                 "project": self.run.project, "group": self.run.group}
 
 
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+REACH_TIMEOUT_S = 5.0
+INIT_TIMEOUT_S = 60.0
+
+
+def unreachable(base_url: str) -> str | None:
+    """Why the W&B server cannot be reached, or None if a TCP connection opens."""
+    url = urlsplit(base_url)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as e:
+        return f"cannot reach {host}:{port} ({e.strerror or e})"
+    return None
+
+
+@contextlib.contextmanager
+def _argv_without_secrets():
+    """wandb stores the command line (``sys.argv``) in the run's metadata."""
+    saved = sys.argv
+    sys.argv = [scrub_text(arg) for arg in saved]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def open_run(mode: str, output_dir: Path, **init):
+    """``wandb.init`` in ``mode``; ``online`` without network or credentials falls
+    back to ``offline`` with one warning, in bounded time (a TCP probe, then
+    wandb's own init timeout)."""
+    import wandb
+
+    extra_settings = init.pop("settings", {})
+    run = None
+    with _argv_without_secrets():
+        if mode == "online":
+            reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
+            if reason is None:
+                try:
+                    run = wandb.init(mode="online", **init, settings=wandb.Settings(
+                        init_timeout=INIT_TIMEOUT_S, **extra_settings))
+                except Exception as e:  # no credentials, server errors, timeouts
+                    first = str(e).splitlines()[0][:200] if str(e) else ""
+                    reason = f"{type(e).__name__}: {first}"
+            if run is None:
+                log.warning("W&B online is unavailable (%s); logging offline instead, upload "
+                            "later with: wandb sync %s/wandb/offline-run-*", reason, output_dir)
+        if run is None:
+            run = wandb.init(mode="offline" if mode == "online" else mode, **init,
+                             settings=wandb.Settings(**extra_settings))
+    return run
+
+
 @contextlib.contextmanager
 def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
                 output_dir: str | Path) -> Iterator[Tracker]:
@@ -63,11 +123,10 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
     if settings["mode"] == "disabled":
         yield Tracker()
         return
-    import wandb
-
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    with wandb.init(
+    run = open_run(
+        settings["mode"], output_dir,
         project=settings["project"],
         entity=settings.get("entity"),
         group=settings.get("group"),
@@ -75,8 +134,8 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         name=name,
         tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
         config=dict(config),
-        mode=settings["mode"],
         dir=str(output_dir),
         reinit="finish_previous",
-    ) as run:
+    )
+    with run:
         yield WandbTracker(run, output_dir)

@@ -20,7 +20,7 @@ import keras
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.callbacks import EpochMetrics
-from ablation.config import switches, validate, variant_name
+from ablation.config import redact, switches, validate, variant_name
 from ablation.data import Dataset, load_dataset
 from ablation.model import build_model
 from ablation.records import SCHEMA_VERSION, write_record
@@ -158,7 +158,7 @@ def base_record(config: Mapping) -> dict:
         },
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "finished_at": None,
-        "config": dict(config),
+        "config": redact(dict(config)),
         "error": None,
     }
 
@@ -187,9 +187,9 @@ def run_job(cfg, output_dir: str | Path) -> dict:
     record = base_record(config)
     keras.backend.clear_session(free_memory=True)
     try:
-        with tracked_run(config["wandb"], name=record["run_name"], config=config,
+        with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
                          tags=run_tags(config), output_dir=output_dir) as tracker:
-            record["wandb"] = tracker.info()
+            record["wandb"] = tracker.info()  # its mode may be offline after a fallback
             record.update(train(config, data, tracker))
             record["status"] = "completed"
     except BaseException as e:

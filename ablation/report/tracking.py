@@ -22,12 +22,15 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
         return None
     import wandb
 
-    with wandb.init(project=settings.get("project") or "vit-ablation",
-                    entity=settings.get("entity"), group=group, job_type="report",
-                    name=f"report-{group}" if group else "report", mode=settings["mode"],
-                    dir=str(directory), reinit="finish_previous",
-                    config={"source": str(directory)},
-                    settings=wandb.Settings(quiet=True)) as run:
+    from ablation.tracking import open_run
+
+    run = open_run(settings["mode"], Path(directory),
+                   project=settings.get("project") or "vit-ablation",
+                   entity=settings.get("entity"), group=group, job_type="report",
+                   name=f"report-{group}" if group else "report",
+                   dir=str(directory), reinit="finish_previous",
+                   config={"source": str(directory)}, settings={"quiet": True})
+    with run:
         payload = {"comparison": wandb.Table(dataframe=_plain(table))}
         if not effects.empty:
             payload["factorial_effects"] = wandb.Table(dataframe=_plain(effects))

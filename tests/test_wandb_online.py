@@ -1,0 +1,66 @@
+"""W&B online without network or credentials: offline fallback, bounded, no secrets leaked."""
+import http.server
+import threading
+import time
+
+from ablation.records import find_records, read_record
+from conftest import run_cli, smoke_overrides, wandb_inspect
+
+PLANTED_ENV = "plantedenvkey" + "0" * 27          # 40 characters, like a W&B key
+PLANTED_CLI = "plantedclikey" + "1" * 27
+
+
+def online_sweep(tmp_path, env, *extra):
+    started = time.monotonic()
+    result = run_cli("-m", "wandb.mode=online", *smoke_overrides(tmp_path, "trainer.epochs=1"),
+                     *extra, env={"HOME": str(tmp_path / "home"), **env}, timeout=300)
+    return result, time.monotonic() - started
+
+
+def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path, wandb_cli):
+    result, seconds = online_sweep(
+        tmp_path / "out", {"WANDB_API_KEY": PLANTED_ENV, "WANDB_BASE_URL": "http://127.0.0.1:9"},
+        f"+wandb.api_key={PLANTED_CLI}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    assert "W&B online is unavailable (cannot reach 127.0.0.1:9" in out
+    assert "upload later with: wandb sync" in out
+    assert seconds < 150
+    (path,) = find_records(tmp_path / "out")
+    record = read_record(path)
+    assert record["status"] == "completed" and record["wandb"]["mode"] == "offline"
+    assert record["config"]["wandb"]["api_key"] == "***redacted***"
+    seen = wandb_inspect(wandb_cli, path.parent / record["wandb"]["dir"])
+    assert seen["config"]["wandb"]["api_key"] == "***redacted***"
+    # neither key anywhere: records, Hydra's saved configs, logs, W&B files, console
+    for file in (tmp_path / "out").rglob("*"):
+        if file.is_file():
+            data = file.read_bytes()
+            assert PLANTED_ENV.encode() not in data and PLANTED_CLI.encode() not in data, file
+    assert PLANTED_ENV not in out
+
+
+class Unauthorized(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(401)
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_no_credentials_falls_back_to_offline(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unauthorized)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result, seconds = online_sweep(
+            tmp_path / "out", {"WANDB_BASE_URL": f"http://127.0.0.1:{server.server_port}"})
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "W&B online is unavailable (" in result.stdout + result.stderr
+    assert seconds < 150
+    (path,) = find_records(tmp_path / "out")
+    assert read_record(path)["wandb"]["mode"] == "offline"
