@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablation.config import ConfigError, register_resolvers, scrub_file, switches, validate
 from ablation.data import DataError, check_source
+from ablation.device import configure as configure_device
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV
 
 register_resolvers()
@@ -56,6 +57,7 @@ def main(cfg: DictConfig) -> float | None:
         log.error("%s", e)  # bad input: one line, nothing trained, nothing written
         raise SystemExit(2) from None
     print(progress_line(cfg), flush=True)
+    configure_device(cfg.gpu)
     from ablation.train import run_job
 
     try:

@@ -8,6 +8,13 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 
+from ablation.config import register_resolvers
+
+# Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
+# these callbacks there before Hydra names the job's folder, which needs the
+# run-name resolver: importing this module registers it.
+register_resolvers()
+
 log = logging.getLogger(__name__)
 
 SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"

@@ -1,0 +1,55 @@
+"""The smoke sweep through each shipped launcher gives the basic launcher's results.
+
+Same records (apart from timings and paths) and a finished W&B run per job:
+jobs in worker processes (joblib), submitit subprocesses and Ray tasks train
+exactly what the basic launcher trains in-process.
+"""
+import pytest
+
+from ablation.records import find_records, read_record
+from conftest import run_cli, smoke_overrides, wandb_inspect
+
+SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline", "trainer.epochs=1"]
+TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
+          "finished_at"}
+
+
+def comparable(record: dict) -> dict:
+    """A record without what legitimately differs between launches."""
+    history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
+    config = {k: v for k, v in record["config"].items() if k not in ("sweep_id", "results_dir")}
+    config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
+    return {"switches": record["switches"], "status": record["status"],
+            "metrics": record["metrics"], "history": history, "params": record["params"],
+            "config": config, "run_name": record["run_name"]}
+
+
+def sweep(tmp_path, *launcher):
+    result = run_cli(*SWEEP, *smoke_overrides(tmp_path), *launcher)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    records = {}
+    for path in find_records(tmp_path):
+        record = read_record(path)
+        records[record["run_name"]] = (path, record)
+    return records
+
+
+@pytest.fixture(scope="module")
+def basic(tmp_path_factory):
+    return sweep(tmp_path_factory.mktemp("basic"))
+
+
+@pytest.mark.parametrize("launcher", [
+    ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=20"],
+    ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2"],
+], ids=["joblib", "submitit_local", "ray"])
+def test_launcher_matches_the_basic_launcher(tmp_path, basic, launcher, wandb_cli):
+    launched = sweep(tmp_path, *launcher)
+    assert set(launched) == set(basic) == {"spt-s0", "vit-s0"}
+    for name, (path, record) in launched.items():
+        assert comparable(record) == comparable(basic[name][1])
+        seen = wandb_inspect(wandb_cli, path.parent / record["wandb"]["dir"])
+        assert seen["state"] == "finished" and seen["job_type"] == "train"
+        assert seen["summary"]["test/top1"] == record["metrics"]["test_top1"]
+    assert next(tmp_path.glob("*/comparison.md")).is_file()  # the report ran at the end
