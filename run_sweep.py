@@ -11,7 +11,8 @@ import logging
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter out of the sweep log
+# Keep TensorFlow's C++ start-up chatter out of the sweep's output.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -21,6 +22,7 @@ from ablation.config import ConfigError, register_resolvers, scrub_file, switche
 from ablation.data import DataError, check_source
 from ablation.device import configure as configure_device
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV
+from ablation.records import RECORD_FILENAME
 
 register_resolvers()
 log = logging.getLogger("vit-ablation")
@@ -58,7 +60,7 @@ def main(cfg: DictConfig) -> float | None:
         raise SystemExit(2) from None
     print(progress_line(cfg), flush=True)
     configure_device(cfg.gpu)
-    from ablation.train import run_job
+    from ablation.train import run_job, write_failure
 
     try:
         record = run_job(cfg, output_dir)
@@ -66,7 +68,10 @@ def main(cfg: DictConfig) -> float | None:
         log.error("%s", e)
         raise SystemExit(2) from None
     except Exception as e:
-        # run_job has written the failed record and marked the W&B run failed.
+        # run_job has written the failed record and marked the W&B run failed;
+        # should it have failed before it could, a record still says so.
+        if not os.path.exists(os.path.join(output_dir, RECORD_FILENAME)):
+            write_failure(cfg, output_dir, e)
         log.exception("%s failed: %s: %s", cfg.run_name, type(e).__name__, e)
         if hydra_cfg.mode.name == "MULTIRUN":
             return None  # the sweep goes on; SweepEnd lists every failure and exits 1
@@ -75,6 +80,7 @@ def main(cfg: DictConfig) -> float | None:
     log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s/run.json", record["run_name"],
              100 * metrics["test_top1"], 100 * metrics["test_top5"], output_dir)
     return metrics["test_top1"]
+
 
 if __name__ == "__main__":
     sys.exit(main())

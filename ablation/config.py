@@ -6,6 +6,7 @@ before any data is loaded or any model trained.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 
@@ -91,9 +92,66 @@ def _variant_resolver(spt, lsa, learnable_temperature) -> str:
 
 
 def register_resolvers() -> None:
-    """``${variant:${spt},${lsa},${learnable_temperature}}`` for run names."""
+    """``${variant:...}`` for run names, ``${suffix:...}`` for job folder names."""
     if not OmegaConf.has_resolver("variant"):
         OmegaConf.register_new_resolver("variant", _variant_resolver)
+    if not OmegaConf.has_resolver("suffix"):
+        OmegaConf.register_new_resolver("suffix", folder_suffix)
+
+
+def folder_suffix(overrides: str) -> str:
+    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty.
+
+    Overrides of secret-looking keys are left out: a folder name is no place
+    for a key passed on the command line.
+    """
+    kept = [item for item in str(overrides or "").split(",")
+            if item and not SECRET_KEY.search(item.split("=", 1)[0].lstrip("+~"))]
+    return "_" + ",".join(kept) if kept else ""
+
+
+# Config keys that may differ between runs of one comparison (flattened, dotted):
+# what a sweep varies on purpose, and what says nothing about the experiment.
+NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
+                 "name", "results_dir", "resume", "trainer.verbose", "dataset.path",
+                 "dataset.search_paths"}
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.")
+
+
+def _flatten(config: Mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value, sort_keys=True)
+    return flat
+
+
+def settings(config: Mapping) -> dict[str, str]:
+    """The experiment's setting: every config key that defines what is trained,
+    flattened (``trainer.learning_rate``) with JSON-encoded values."""
+    return {k: v for k, v in _flatten(config).items()
+            if k not in NOT_A_SETTING and not k.startswith(NOT_A_SETTING_PREFIXES)}
+
+
+def check_same_config(earlier: Mapping | None, config: Mapping, folder) -> None:
+    """Refuse to add ``config``'s run to a folder holding another configuration's."""
+    if earlier is None or earlier.get("config") is None:
+        return
+    differ = differing_keys(earlier["config"], redact(dict(config)))
+    if differ:
+        raise ConfigError(
+            f"{folder} holds a run of another configuration (differs in {', '.join(differ)}): "
+            f"use another name=..., or resume=false to start over")
+
+
+def differing_keys(a: Mapping, b: Mapping) -> list[str]:
+    """Setting keys whose values differ between two configs (switches and seed included)."""
+    fa = {k: v for k, v in _flatten(a).items() if k in settings(a) or k in (*SWITCHES, "seed")}
+    fb = {k: v for k, v in _flatten(b).items() if k in settings(b) or k in (*SWITCHES, "seed")}
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
 
 
 def switches(cfg: Mapping) -> dict[str, bool]:

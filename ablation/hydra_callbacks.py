@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"
 
 
-def job_configs(config) -> list[dict]:
-    """Every job's resolved config (without ``hydra``), as the sweeper will compose them."""
+def job_configs(config) -> list[tuple[dict, Path]]:
+    """Every job's resolved config (without ``hydra``) and output folder, as the
+    sweeper will compose them."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -32,9 +33,9 @@ def job_configs(config) -> list[dict]:
     for batch in BasicSweeper.split_arguments(parsed, None):
         for overrides in batch:
             job = loader.load_sweep_config(config, list(overrides))
-            configs.append({k: OmegaConf.to_container(v, resolve=True)
-                            if OmegaConf.is_config(v) else v
-                            for k, v in job.items() if k != "hydra"})
+            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                     for k, v in job.items() if k != "hydra"}
+            configs.append((plain, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir)))
     return configs
 
 
@@ -47,18 +48,39 @@ class SweepStart(Callback):
     """
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        from ablation.config import ConfigError, validate
-        from ablation.data import DataError, check_source
+        from ablation.config import ConfigError
+        from ablation.data import DataError
 
-        configs = job_configs(config)
-        os.environ[SWEEP_SIZE_ENV] = str(len(configs))
-        for job in configs:
-            try:
-                validate(job)
-                check_source(job["dataset"])
-            except (ConfigError, DataError) as e:
-                log.error("%s", e)
-                raise SystemExit(2) from None
+        try:
+            jobs = job_configs(config)
+            os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
+            check_jobs(jobs)
+        except (ConfigError, DataError) as e:
+            log.error("%s", e)
+            raise SystemExit(2) from None
+
+
+def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
+    """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
+    from ablation.config import ConfigError, check_same_config, validate
+    from ablation.data import check_source
+    from ablation.records import earlier_run
+
+    for job, _ in jobs:
+        validate(job)
+        check_source(job["dataset"])
+    sweep_dirs = {folder.parent for _, folder in jobs}
+    if len(sweep_dirs) > 1:
+        raise ConfigError(
+            "this sweep's jobs would go to several sweep folders (" + ", ".join(
+                sorted(str(d) for d in sweep_dirs)) + "): give the sweep one name=...")
+    seen = set()
+    for job, folder in jobs:
+        if folder in seen:
+            raise ConfigError(f"two jobs of this sweep would share the folder {folder}")
+        seen.add(folder)
+        if job.get("resume", True):
+            check_same_config(earlier_run(folder), job, folder)
 
 
 class SweepEnd(Callback):

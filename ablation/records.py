@@ -16,6 +16,10 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 RECORD_FILENAME = "run.json"
+# An unfinished run's last checkpoint (see ablation.checkpoint): its state file
+# is read without Keras to decide, before training, whether a run may resume.
+CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "state.json"
 STATUSES = ("completed", "failed")
 
 
@@ -77,8 +81,32 @@ def read_record(path: str | Path) -> dict:
 
 
 def find_records(root: str | Path) -> list[Path]:
-    """Every ``run.json`` below ``root`` (or ``root`` itself), sorted."""
+    """Every ``run.json`` below ``root`` (or ``root`` itself), sorted.
+
+    Hidden folders are skipped: they hold outputs set aside by ``resume=false``.
+    """
     root = Path(root)
     if root.is_file():
         return [root]
-    return sorted(root.rglob(RECORD_FILENAME))
+    return sorted(p for p in root.rglob(RECORD_FILENAME)
+                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1]))
+
+
+def read_state(checkpoint_dir: str | Path) -> dict | None:
+    """The last checkpoint's state, or None if there is none (or it is unreadable)."""
+    try:
+        return json.loads((Path(checkpoint_dir) / STATE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def earlier_run(folder: str | Path) -> dict | None:
+    """What an earlier run left in ``folder``: its record if readable, else its
+    last checkpoint's state, else None."""
+    folder = Path(folder)
+    if (folder / RECORD_FILENAME).exists():
+        try:
+            return read_record(folder / RECORD_FILENAME)
+        except RecordError:
+            pass  # unreadable: treated as absent, and replaced
+    return read_state(folder / CHECKPOINT_DIR)

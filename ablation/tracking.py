@@ -114,11 +114,12 @@ def open_run(mode: str, output_dir: Path, **init):
 
 @contextlib.contextmanager
 def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
-                output_dir: str | Path) -> Iterator[Tracker]:
+                output_dir: str | Path, run_id: str | None = None) -> Iterator[Tracker]:
     """Open one W&B run for one training job (or a no-op tracker if disabled).
 
     ``settings`` is the ``wandb`` config group: mode, project, entity, group, tags.
     The W&B files go under ``output_dir/wandb`` beside the run record.
+    ``run_id`` continues an earlier run (a resumed job) under the same id.
     """
     if settings["mode"] == "disabled":
         yield Tracker()
@@ -136,6 +137,7 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         config=dict(config),
         dir=str(output_dir),
         reinit="finish_previous",
+        **({"id": run_id, "resume": "allow"} if run_id else {}),
     )
     with run:
         yield WandbTracker(run, output_dir)

@@ -20,10 +20,13 @@ import keras
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.callbacks import EpochMetrics
-from ablation.config import redact, switches, validate, variant_name
+from ablation.checkpoint import Checkpoint, EpochCheckpoint, load_checkpoint
+from ablation.checkpoint import remove as remove_checkpoint
+from ablation.config import check_same_config, redact, switches, validate, variant_name
 from ablation.data import Dataset, load_dataset
 from ablation.model import build_model
-from ablation.records import SCHEMA_VERSION, write_record
+from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, earlier_run,
+                              write_record)
 from ablation.tracking import Tracker, tracked_run
 
 log = logging.getLogger(__name__)
@@ -70,27 +73,46 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
     return model
 
 
-def train(config: Mapping, data: Dataset, tracker: Tracker) -> dict:
-    """Train and evaluate one configuration; returns the measured part of a record."""
+def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path,
+          resume_from: Checkpoint | None = None) -> dict:
+    """Train and evaluate one configuration; returns the measured part of a record.
+
+    With ``resume_from``, training continues after its epoch with its weights
+    and optimizer state (so the schedule continues too); the random state is
+    reseeded from the seed and that epoch, so a resumed run is reproducible,
+    though its data order differs from an uninterrupted run's.
+    """
     trainer = config["trainer"]
-    keras.utils.set_random_seed(int(config["seed"]))
-    model = build_model(config, data.num_classes, data.input_shape,
-                        normalization_data=data.x_train)
+    seed = int(config["seed"])
     batch = int(trainer["batch_size"])
-    steps_per_epoch = math.ceil(len(data.x_train) / batch)
-    compile_model(model, trainer, steps_per_epoch, data.num_classes)
+    epochs = EpochMetrics(tracker)
+    if resume_from is None:
+        keras.utils.set_random_seed(seed)
+        model = build_model(config, data.num_classes, data.input_shape,
+                            normalization_data=data.x_train)
+        steps_per_epoch = math.ceil(len(data.x_train) / batch)
+        compile_model(model, trainer, steps_per_epoch, data.num_classes)
+        initial_epoch = 0
+    else:
+        model, initial_epoch = resume_from.model, resume_from.epoch
+        epochs.history = list(resume_from.state["history"])
+        keras.utils.set_random_seed(seed * 100_003 + initial_epoch)
+        log.info("resuming from the end of epoch %d", initial_epoch)
     params = int(model.count_params())
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
              data.name, len(data.x_train), len(data.x_val), len(data.x_test),
              data.input_shape, data.num_classes, f"{params:,}")
 
-    epochs = EpochMetrics(tracker)
+    callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
+    if trainer.get("checkpoint", True):
+        callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
+            "wandb_id": tracker.info()["id"], "config": redact(dict(config))}))
     started = time.perf_counter()
     model.fit(
         data.x_train, data.y_train,
         validation_data=(data.x_val, data.y_val),
-        epochs=int(trainer["epochs"]), batch_size=batch, shuffle=True,
-        callbacks=[epochs, keras.callbacks.TerminateOnNaN()],
+        epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
+        batch_size=batch, shuffle=True, callbacks=callbacks,
         verbose=trainer.get("verbose", "auto"),
     )
     train_seconds = time.perf_counter() - started
@@ -114,6 +136,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker) -> dict:
         "history": epochs.history,
         "params": params,
         "epochs_completed": len(epochs.history),
+        "resumed_from_epoch": initial_epoch or None,
         "train_seconds": train_seconds,
         "train_images_per_s": epochs.images_per_second(len(data.x_train)),
         "data": {"train": len(data.x_train), "val": len(data.x_val),
@@ -147,6 +170,7 @@ def base_record(config: Mapping) -> dict:
         "metrics": {},
         "history": [],
         "params": None,
+        "resumed_from_epoch": None,
         "train_seconds": None,
         "train_images_per_s": None,
         "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
@@ -163,34 +187,70 @@ def base_record(config: Mapping) -> dict:
     }
 
 
+def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
+    """A ``failed`` record for a job that failed before writing its own."""
+    record = base_record(plain_config(cfg))
+    record.update(status="failed", error=f"{type(error).__name__}: {error}",
+                  traceback="".join(traceback.format_exception(error)),
+                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    write_record(output_dir, record)
+    return record
+
+
 def run_tags(config: Mapping) -> list[str]:
     flags = switches(config)
     return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
             config["dataset"]["name"], config["model"]["name"]]
 
 
+def set_aside(output_dir: Path) -> None:
+    """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
+    old = [output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, "wandb")
+           if (output_dir / n).exists()]
+    if old:
+        target = output_dir / ".replaced" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        target.mkdir(parents=True)
+        for path in old:
+            path.rename(target / path.name)
+        log.info("earlier outputs moved to %s", target)
+
+
 def run_job(cfg, output_dir: str | Path) -> dict:
     """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
 
     Bad config values and unloadable data raise before anything is written.
-
+    A run already completed here with the same configuration is not run again
+    (its record is returned); an interrupted one resumes from its checkpoint;
+    ``resume=false`` sets earlier outputs aside and starts over.
     A failure inside training is written to the record (``status: failed``,
     ``error``, ``traceback``), marks the W&B run failed, and is re-raised so
     the launcher counts it.
     """
     config = plain_config(cfg)
     validate(config)
+    output_dir = Path(output_dir)
+    if config.get("resume", True):
+        previous = earlier_run(output_dir)
+        check_same_config(previous, config, output_dir)
+        if previous is not None and previous.get("status") == "completed":
+            log.info("%s already completed here: skipped", previous.get("run_name"))
+            return previous
+    else:
+        set_aside(output_dir)
     # Data problems (no network, a bad path) surface here, before any record
     # or W&B run exists.
     data = load_dataset(config["dataset"], int(config["seed"]))
-    output_dir = Path(output_dir)
     record = base_record(config)
     keras.backend.clear_session(free_memory=True)
+    checkpoint_dir = output_dir / CHECKPOINT_DIR
     try:
+        resume_from = load_checkpoint(checkpoint_dir) if config.get("resume", True) else None
         with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
-                         tags=run_tags(config), output_dir=output_dir) as tracker:
+                         tags=run_tags(config), output_dir=output_dir,
+                         run_id=resume_from.state.get("wandb_id") if resume_from else None
+                         ) as tracker:
             record["wandb"] = tracker.info()  # its mode may be offline after a fallback
-            record.update(train(config, data, tracker))
+            record.update(train(config, data, tracker, checkpoint_dir, resume_from))
             record["status"] = "completed"
     except BaseException as e:
         record["status"] = "failed"
@@ -200,6 +260,8 @@ def run_job(cfg, output_dir: str | Path) -> dict:
     finally:
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         write_record(output_dir, record)
+        if record["status"] == "completed":
+            remove_checkpoint(checkpoint_dir)
         keras.backend.clear_session(free_memory=True)
         gc.collect()
     return record

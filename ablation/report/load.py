@@ -14,36 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ablation.config import SWITCHES
+from ablation.config import SWITCHES, settings
 from ablation.records import RecordError, find_records, read_record
 
 log = logging.getLogger(__name__)
 
-# Config keys (flattened, dotted) that may differ between runs of one comparison.
-NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
-                 "name", "results_dir", "trainer.verbose", "dataset.path",
-                 "dataset.search_paths"}
-NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.")
-
 
 class ReportError(RuntimeError):
     """Nothing to report on; the message says why."""
-
-
-def _flatten(config: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
-        else:
-            flat[name] = json.dumps(value, sort_keys=True)
-    return flat
-
-
-def _settings(flat: dict) -> dict:
-    return {k: v for k, v in flat.items()
-            if k not in NOT_A_SETTING and not k.startswith(NOT_A_SETTING_PREFIXES)}
 
 
 def read_records(path: str | Path) -> list[tuple[Path, dict]]:
@@ -93,7 +71,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "finished_at": record.get("finished_at") or "",
             "history": record.get("history") or [],
             "path": str(file),
-            "_settings": _settings(_flatten(record["config"])),
+            "_settings": settings(record["config"]),
         })
     runs = pd.DataFrame(rows)
     runs["setting"] = _setting_labels(runs)

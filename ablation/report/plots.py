@@ -93,7 +93,8 @@ def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
         ax.set_xlabel("epoch")
         ax.set_ylabel("validation top-1 (%)")
         ax.set_title(block_title(*key), fontsize=10)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,0 +1,82 @@
+"""Rerunning a sweep: completed runs are skipped, a killed run resumes from its
+last epoch, another configuration is refused, and resume=false starts over."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from ablation.records import find_records, read_record
+from conftest import ROOT, run_cli, smoke_overrides
+
+SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
+
+
+def sweep_args(tmp_path, epochs):
+    return [*SWEEP, *smoke_overrides(tmp_path, f"trainer.epochs={epochs}")]
+
+
+def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path):
+    args = sweep_args(tmp_path, 6)
+    first_job = tmp_path / "smoke" / "spt-s0_trainer.epochs=6"
+    state = tmp_path / "smoke" / "vit-s0_trainer.epochs=6" / "checkpoint" / "state.json"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("WANDB_MODE", None)
+    proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # wait until the second job is mid-way
+        if state.exists() and json.loads(state.read_text())["epoch"] >= 2:
+            break
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_state = json.loads(state.read_text())
+    assert 2 <= killed_state["epoch"] < 6
+    first_record = (first_job / "run.json").read_text()
+
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "spt-s0 already completed here: skipped" in result.stdout + result.stderr
+    records = [read_record(p) for p in find_records(tmp_path)]
+    assert len(records) == 2 and all(r["status"] == "completed" for r in records)
+    assert (first_job / "run.json").read_text() == first_record  # not run again
+    vit = next(r for r in records if r["run_name"] == "vit-s0")
+    spt = next(r for r in records if r["run_name"] == "spt-s0")
+    assert vit["resumed_from_epoch"] == killed_state["epoch"]  # not from epoch 0
+    assert [row["epoch"] for row in vit["history"]] == [1, 2, 3, 4, 5, 6]
+    assert vit["history"][: killed_state["epoch"]] == killed_state["history"]
+    # the optimizer's step, hence the schedule, carried on: same rates as an unbroken run
+    assert [row["lr"] for row in vit["history"]] == [row["lr"] for row in spt["history"]]
+    assert vit["wandb"]["id"] == killed_state["wandb_id"]  # the same W&B run continued
+    assert not state.parent.exists()  # the checkpoint goes once the run is complete
+
+
+def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path):
+    args = sweep_args(tmp_path, 1)
+    assert run_cli(*args).returncode == 0
+    before = {r["run_name"]: r for r in map(read_record, find_records(tmp_path))}
+
+    # another preset names no key on the command line: same folders, other config
+    other = [a if a != "experiment=smoke" else "experiment=fashion_mnist" for a in args]
+    refused = run_cli(*other, "name=smoke")
+    out = refused.stdout + refused.stderr
+    assert refused.returncode == 2
+    assert "holds a run of another configuration (differs in " in out and "dataset.name" in out
+    assert "Epoch 1" not in out and "[1/2]" not in out
+
+    fresh = run_cli(*args, "resume=false")
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    after = {r["run_name"]: r for r in map(read_record, find_records(tmp_path))}
+    assert set(after) == set(before)
+    for name in after:
+        assert after[name]["wandb"]["id"] != before[name]["wandb"]["id"]  # trained again
+    set_aside = list(tmp_path.glob("smoke/*/.replaced/*/run.json"))
+    assert len(set_aside) == 2  # kept, and not read by the reporter
+    assert {json.loads(p.read_text())["wandb"]["id"] for p in set_aside} == {
+        r["wandb"]["id"] for r in before.values()}
+    shutil.rmtree(tmp_path)
