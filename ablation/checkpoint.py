@@ -9,6 +9,7 @@ model file that is complete.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self.extra = extra
 
     def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or not math.isfinite(float(loss)):
+            return  # never checkpoint diverged weights: a rerun resumes from the last good epoch
         self.directory.mkdir(parents=True, exist_ok=True)
         model_file = self.directory / f"model-{epoch + 1}.keras"
         tmp = self.directory / f".tmp-model-{epoch + 1}.keras"

@@ -3,9 +3,9 @@
 From Python (a notebook)::
 
     from ablation.report import load_runs, comparison, factorial
-    runs = load_runs("results/smoke_2026-11-22_04-38-37")   # one row per run
-    table = comparison(runs)                                  # one row per variant
-    effects = factorial(runs)                                 # where a full factorial exists
+    runs = load_runs("results/smoke")   # one row per run
+    table = comparison(runs)            # one row per variant
+    effects = factorial(runs)           # where a full factorial exists
 
 From the shell: ``python -m ablation.report <sweep folder or results/>``.
 """
