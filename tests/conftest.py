@@ -26,11 +26,22 @@ def compose(*overrides: str):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
+def cli_env(extra: dict | None = None) -> dict:
+    """A user's environment for a command-line run.
+
+    Without ``WANDB_SERVICE``: once a test has used wandb in this process, it
+    is set here, and child processes would attach to this process's wandb
+    service (which outlives a killed child and keeps its runs open) instead of
+    starting their own as a user's command does. ``WANDB_MODE`` is dropped
+    unless given, so the config decides.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_SERVICE", "WANDB_MODE")}
+    return {**env, "TF_CPP_MIN_LOG_LEVEL": "2", **(extra or {})}
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
-    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    full_env.pop("WANDB_MODE", None) if env is None or "WANDB_MODE" not in env else None
-    return subprocess.run([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=full_env,
+    return subprocess.run([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(env),
                           capture_output=True, text=True, timeout=timeout)
 
 

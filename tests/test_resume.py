@@ -9,7 +9,7 @@ import sys
 import time
 
 from ablation.records import find_records, read_record
-from conftest import ROOT, run_cli, smoke_overrides
+from conftest import ROOT, cli_env, run_cli, smoke_overrides
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
 
@@ -22,9 +22,7 @@ def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path):
     args = sweep_args(tmp_path, 6)
     first_job = tmp_path / "smoke" / "spt-s0_trainer.epochs=6"
     state = tmp_path / "smoke" / "vit-s0_trainer.epochs=6" / "checkpoint" / "state.json"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("WANDB_MODE", None)
-    proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 300
