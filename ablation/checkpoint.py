@@ -2,9 +2,13 @@
 
 A checkpoint is ``checkpoint/model-<epoch>.keras`` (weights and optimizer
 state: the step counter, hence the learning-rate schedule's position) plus
-``checkpoint/state.json`` (epoch, metrics so far, W&B run id, config), written
-last and atomically: whatever moment a run is killed, ``state.json`` names a
-model file that is complete.
+``checkpoint/state.json`` (epoch, metrics so far, the layers' random-generator
+states, W&B run id, config), written last and atomically: whatever moment a
+run is killed, ``state.json`` names a model file that is complete.
+
+Keras saves the seed-generator variables of dropout and augmentation layers
+but does not restore them on loading (layers built without a seed even draw a
+new one), so their states travel in ``state.json`` and are assigned back.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from ablation.callbacks import EpochMetrics
 from ablation.records import STATE_FILE, read_state
@@ -30,6 +35,11 @@ class Checkpoint:
     @property
     def epoch(self) -> int:
         return int(self.state["epoch"])
+
+
+def seed_states(model: keras.Model) -> list:
+    """The model's random-generator state variables (dropout, augmentation), in order."""
+    return [v for v in model.variables if v.path.endswith("seed_generator_state")]
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
@@ -52,7 +62,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
         os.replace(tmp, model_file)
         state = {"epoch": epoch + 1, "model": model_file.name,
                  "history": self.metrics.history,
-                 "train_phase_seconds": self.metrics.train_phase_seconds, **self.extra}
+                 "train_phase_seconds": self.metrics.train_phase_seconds,
+                 "seed_states": [keras.ops.convert_to_numpy(v).tolist()
+                                 for v in seed_states(self.model)], **self.extra}
         tmp_state = self.directory / f".{STATE_FILE}.tmp"
         tmp_state.write_text(json.dumps(state, default=str))
         os.replace(tmp_state, self.directory / STATE_FILE)
@@ -61,12 +73,19 @@ class EpochCheckpoint(keras.callbacks.Callback):
                 old.unlink(missing_ok=True)
 
 
-def load_checkpoint(directory: str | Path) -> Checkpoint | None:
-    """The model (compiled, with its optimizer state) and state of the last epoch."""
+def load_checkpoint(directory: str | Path, seed: int) -> Checkpoint | None:
+    """The model (compiled, with its optimizer and random-generator states) and
+    state of the last epoch; ``seed`` makes what is not in the checkpoint
+    (the data order from here on) reproducible."""
     state = read_state(directory)
     if state is None:
         return None
+    keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
     model = keras.saving.load_model(Path(directory) / state["model"])
+    variables, saved = seed_states(model), state.get("seed_states") or []
+    if len(saved) == len(variables):
+        for variable, value in zip(variables, saved):
+            variable.assign(np.asarray(value, dtype=variable.dtype))
     return Checkpoint(model, state)
 
 

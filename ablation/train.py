@@ -77,10 +77,10 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
           resume_from: Checkpoint | None = None) -> dict:
     """Train and evaluate one configuration; returns the measured part of a record.
 
-    With ``resume_from``, training continues after its epoch with its weights
-    and optimizer state (so the schedule continues too); the random state is
-    reseeded from the seed and that epoch, so a resumed run is reproducible,
-    though its data order differs from an uninterrupted run's.
+    With ``resume_from``, training continues after its epoch with its weights,
+    optimizer state (so the schedule continues too) and the layers' random
+    states; the data order is reseeded from the seed and that epoch, so a
+    resumed run is reproducible, though not bit-identical to an unbroken one.
     """
     trainer = config["trainer"]
     seed = int(config["seed"])
@@ -94,9 +94,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         compile_model(model, trainer, steps_per_epoch, data.num_classes)
         initial_epoch = 0
     else:
-        model, initial_epoch = resume_from.model, resume_from.epoch
+        model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
         epochs.history = list(resume_from.state["history"])
-        keras.utils.set_random_seed(seed * 100_003 + initial_epoch)
         log.info("resuming from the end of epoch %d", initial_epoch)
     params = int(model.count_params())
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
@@ -244,7 +243,8 @@ def run_job(cfg, output_dir: str | Path) -> dict:
     keras.backend.clear_session(free_memory=True)
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     try:
-        resume_from = load_checkpoint(checkpoint_dir) if config.get("resume", True) else None
+        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
+                       if config.get("resume", True) else None)
         with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
                          tags=run_tags(config), output_dir=output_dir,
                          run_id=resume_from.state.get("wandb_id") if resume_from else None

@@ -78,3 +78,33 @@ def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path):
     assert {json.loads(p.read_text())["wandb"]["id"] for p in set_aside} == {
         r["wandb"]["id"] for r in before.values()}
     shutil.rmtree(tmp_path)
+
+
+def test_checkpoint_restores_weights_optimizer_and_random_states(tmp_path):
+    import keras
+    import numpy as np
+    from omegaconf import OmegaConf
+
+    from ablation.callbacks import EpochMetrics
+    from ablation.checkpoint import EpochCheckpoint, load_checkpoint, seed_states
+    from ablation.data import load_dataset
+    from ablation.model import build_model
+    from ablation.train import compile_model
+    from conftest import compose
+
+    cfg = OmegaConf.to_container(compose("experiment=smoke", "augmentation=keras_io",
+                                         "dataset.limit_train=256"), resolve=True)
+    data = load_dataset(cfg["dataset"], 0)
+    model = build_model(cfg, 10, data.input_shape, normalization_data=data.x_train)
+    compile_model(model, cfg["trainer"], 4, 10)
+    metrics = EpochMetrics()
+    model.fit(data.x_train, data.y_train, batch_size=64, epochs=1, verbose=0,
+              callbacks=[metrics, EpochCheckpoint(tmp_path, metrics, extra={"wandb_id": "x"})])
+    loaded = load_checkpoint(tmp_path, seed=0)
+    assert loaded.epoch == 1 and loaded.state["wandb_id"] == "x"
+    for a, b in zip(model.weights, loaded.model.weights):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    assert int(loaded.model.optimizer.iterations) == int(model.optimizer.iterations) > 0
+    states = [keras.ops.convert_to_numpy(v).tolist() for v in seed_states(model)]
+    assert len(states) >= 3 and any(s[1] > 0 for s in states)  # they advanced in training
+    assert [keras.ops.convert_to_numpy(v).tolist() for v in seed_states(loaded.model)] == states
