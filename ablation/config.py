@@ -149,8 +149,11 @@ def check_same_config(earlier: Mapping | None, config: Mapping, folder) -> None:
 
 def differing_keys(a: Mapping, b: Mapping) -> list[str]:
     """Setting keys whose values differ between two configs (switches and seed included)."""
-    fa = {k: v for k, v in _flatten(a).items() if k in settings(a) or k in (*SWITCHES, "seed")}
-    fb = {k: v for k, v in _flatten(b).items() if k in settings(b) or k in (*SWITCHES, "seed")}
+    def identity(config: Mapping) -> dict[str, str]:
+        flat = _flatten(config)
+        return {**settings(config), **{k: flat[k] for k in (*SWITCHES, "seed") if k in flat}}
+
+    fa, fb = identity(a), identity(b)
     return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
 
 
