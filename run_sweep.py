@@ -60,10 +60,13 @@ def main(cfg: DictConfig) -> float | None:
         raise SystemExit(2) from None
     print(progress_line(cfg), flush=True)
     configure_device(cfg.gpu)
-    from ablation.train import run_job, write_failure
+    from ablation.job import JobBusy, run_job, write_failure
 
     try:
         record = run_job(cfg, output_dir)
+    except JobBusy as e:
+        log.warning("%s", e)  # one line naming the holder; nothing trained or written
+        return None
     except (ConfigError, DataError) as e:
         log.error("%s", e)
         raise SystemExit(2) from None

@@ -25,7 +25,10 @@ class EpochMetrics(keras.callbacks.Callback):
 
     Also times the training part of each epoch (up to the start of
     validation) in ``train_phase_seconds``, so throughput can exclude
-    evaluation and the first epoch's graph tracing.
+    evaluation and graph tracing, and the wall time of ``fit``. A resumed run
+    carries on from a checkpoint's state (:meth:`restore`): its history, its
+    times and the epochs at which each attempt started, so times and
+    throughput cover the whole training, not only its last attempt.
     """
 
     def __init__(self, tracker: Tracker | None = None):
@@ -33,7 +36,38 @@ class EpochMetrics(keras.callbacks.Callback):
         self.tracker = tracker or Tracker()
         self.history: list[dict] = []
         self.train_phase_seconds: list[float] = []
-        self._epoch_start = self._train_end = None
+        self.attempt_starts: list[int] = []  # epochs done when each fit began: [0, resumes...]
+        self.seconds_before = 0.0  # fit seconds of earlier attempts (to their last checkpoint)
+        self._epoch_start = self._train_end = self._fit_start = None
+
+    def restore(self, state: dict) -> None:
+        """Continue from a checkpoint's state (see :meth:`state`)."""
+        self.history = list(state["history"])
+        phases = list(state.get("train_phase_seconds") or [])[-len(self.history):]
+        # checkpoints from before whole-run timing kept the last attempt's phases only
+        self.train_phase_seconds = [None] * (len(self.history) - len(phases)) + phases
+        self.attempt_starts = list(state.get("attempt_starts") or [0])
+        self.seconds_before = float(state.get("fit_seconds") or sum(
+            row.get("epoch_seconds", 0.0) for row in self.history))
+
+    def state(self) -> dict:
+        """What a checkpoint keeps of this bookkeeping."""
+        return {"history": self.history, "train_phase_seconds": self.train_phase_seconds,
+                "attempt_starts": self.attempt_starts, "fit_seconds": self.fit_seconds()}
+
+    @property
+    def resumed_from_epochs(self) -> list[int]:
+        """The epoch each resume started from, in order (every attempt after the first)."""
+        return self.attempt_starts[1:]
+
+    def fit_seconds(self) -> float:
+        """Wall seconds of ``fit`` so far, earlier attempts included."""
+        now = time.perf_counter()
+        return self.seconds_before + (now - self._fit_start if self._fit_start else 0.0)
+
+    def on_train_begin(self, logs=None):
+        self._fit_start = time.perf_counter()
+        self.attempt_starts.append(len(self.history))
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start, self._train_end = time.perf_counter(), None
@@ -57,11 +91,14 @@ class EpochMetrics(keras.callbacks.Callback):
         self._epoch_start = None
 
     def images_per_second(self, images_per_epoch: int) -> float | None:
-        """Steady-state training throughput: epochs after the first, training phase only.
+        """Steady-state training throughput: training phase only, without the
+        first epoch of each attempt (of a resumed run too).
 
-        The first epoch includes tracing and compilation (seconds to minutes),
-        which says nothing about the model's speed; with a single epoch it is
-        all there is, and is used.
+        The first epoch of a process includes tracing and compilation (seconds
+        to minutes), which says nothing about the model's speed; when every
+        epoch is such a first one, they are all there is, and are used.
         """
-        phases = self.train_phase_seconds[1:] or self.train_phase_seconds
+        first = set(self.attempt_starts) or {0}
+        known = [(i, s) for i, s in enumerate(self.train_phase_seconds) if s is not None]
+        phases = [s for i, s in known if i not in first] or [s for _, s in known]
         return images_per_epoch * len(phases) / sum(phases) if phases and sum(phases) else None

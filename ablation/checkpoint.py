@@ -2,9 +2,11 @@
 
 A checkpoint is ``checkpoint/model-<epoch>.keras`` (weights and optimizer
 state: the step counter, hence the learning-rate schedule's position) plus
-``checkpoint/state.json`` (epoch, metrics so far, the layers' random-generator
-states, W&B run id, config), written last and atomically: whatever moment a
-run is killed, ``state.json`` names a model file that is complete.
+``checkpoint/state.json`` (epoch, metrics so far, training seconds so far and
+the epochs each attempt started from, the layers' random-generator states,
+W&B run id, config), written last and atomically: whatever moment a run is
+killed, ``state.json`` names a model file that is complete. Temporary files
+get unique names, so no two processes can ever write the same one.
 
 Keras saves the seed-generator variables of dropout and augmentation layers
 but does not restore them on loading (layers built without a seed even draw a
@@ -12,10 +14,13 @@ new one), so their states travel in ``state.json`` and are assigned back.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +30,17 @@ import numpy as np
 from ablation.callbacks import EpochMetrics
 from ablation.records import STATE_FILE, read_state
 
+
+@contextlib.contextmanager
+def _unique_tmp(directory: Path, prefix: str, suffix: str) -> Iterator[Path]:
+    """A temporary file name in ``directory`` that no other process can pick
+    (``mkstemp``); removed if it was not renamed into place."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    os.close(fd)
+    try:
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 @dataclass
@@ -57,17 +73,15 @@ class EpochCheckpoint(keras.callbacks.Callback):
             return  # never checkpoint diverged weights: a rerun resumes from the last good epoch
         self.directory.mkdir(parents=True, exist_ok=True)
         model_file = self.directory / f"model-{epoch + 1}.keras"
-        tmp = self.directory / f".tmp-model-{epoch + 1}.keras"
-        self.model.save(tmp)
-        os.replace(tmp, model_file)
-        state = {"epoch": epoch + 1, "model": model_file.name,
-                 "history": self.metrics.history,
-                 "train_phase_seconds": self.metrics.train_phase_seconds,
+        with _unique_tmp(self.directory, f".tmp-model-{epoch + 1}-", ".keras") as tmp:
+            self.model.save(tmp)
+            os.replace(tmp, model_file)
+        state = {"epoch": epoch + 1, "model": model_file.name, **self.metrics.state(),
                  "seed_states": [keras.ops.convert_to_numpy(v).tolist()
                                  for v in seed_states(self.model)], **self.extra}
-        tmp_state = self.directory / f".{STATE_FILE}.tmp"
-        tmp_state.write_text(json.dumps(state, default=str))
-        os.replace(tmp_state, self.directory / STATE_FILE)
+        with _unique_tmp(self.directory, f".{STATE_FILE}.", ".tmp") as tmp_state:
+            tmp_state.write_text(json.dumps(state, default=str))
+            os.replace(tmp_state, self.directory / STATE_FILE)
         for old in self.directory.glob("model-*.keras"):
             if old != model_file:
                 old.unlink(missing_ok=True)

@@ -8,7 +8,9 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 
+from ablation import outcomes
 from ablation.config import register_resolvers
+from ablation.records import RECORD_FILENAME
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the
@@ -58,6 +60,8 @@ class SweepStart(Callback):
         except (ConfigError, DataError) as e:
             log.error("%s", e)
             raise SystemExit(2) from None
+        # where this sweep's jobs say what they did (see ablation.outcomes)
+        outcomes.start(config.hydra.sweep.dir, [folder for _, folder in jobs])
 
 
 def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
@@ -88,19 +92,28 @@ class SweepEnd(Callback):
 
     Jobs record a failure in their ``run.json`` and return normally, so the
     sweep runs to the end (Hydra would otherwise skip ``on_multirun_end`` and
-    name only the first error). Here every failed run is listed with its
-    reason, and the process exits 1 if there was any.
+    name only the first error). Here every job of *this* sweep that failed is
+    listed with its reason, and the process exits 1 if there was any; jobs
+    skipped because another process was running them are listed too, and do
+    not change the exit code. What another sweep did in the same folder never
+    counts (see :mod:`ablation.outcomes`).
     """
 
     def on_multirun_end(self, config, **kwargs) -> None:
         sweep_dir = config.hydra.sweep.dir
         if config.get("report", {}).get("after_sweep", True):
             self.write_report(config, sweep_dir)
-        failures = failed_runs(sweep_dir)
+        failures, busy = this_sweeps_jobs(sweep_dir)
+        lines = []
+        if busy:
+            lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
+            lines += [f"  {detail}" for _, detail in busy]
         if failures:
-            lines = [f"{len(failures)} run(s) failed:"]
-            lines += [f"  {path.parent}: {error}" for path, error in failures]
+            lines.append(f"{len(failures)} run(s) failed:")
+            lines += [f"  {folder}: {error}" for folder, error in failures]
+        if lines:
             print("\n".join(lines), flush=True)
+        if failures:
             raise SystemExit(1)
 
     @staticmethod
@@ -124,6 +137,32 @@ class SweepEnd(Callback):
             return
         print(report.markdown, flush=True)
         log.info("report: %s", ", ".join(str(f) for f in report.files))
+
+
+def this_sweeps_jobs(sweep_dir) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """(folder, error) of this sweep's failed jobs and (folder, holder line) of
+    those it skipped as busy, from the outcomes its jobs reported.
+
+    A job that reported nothing (a launcher that did not pass the environment
+    on, a worker that died) is judged by its record, as before outcomes existed.
+    """
+    folder = os.environ.get(outcomes.OUTCOMES_ENV)
+    if not folder:
+        return [(p.parent, e) for p, e in failed_runs(sweep_dir)], []
+    jobs, done = outcomes.collect(folder)
+    outcomes.finish(folder)
+    failures, busy = [], []
+    for job in jobs:
+        outcome = done.get(job)
+        if outcome is None:
+            failures += [(p.parent, e) for p, e in failed_runs(job)]
+            if not (job / RECORD_FILENAME).exists():
+                failures.append((job, "the job left neither an outcome nor a record"))
+        elif outcome["status"] == "failed":
+            failures.append((job, outcome.get("detail") or "unknown error"))
+        elif outcome["status"] == "busy":
+            busy.append((job, outcome.get("detail") or str(job)))
+    return failures, busy
 
 
 def failed_runs(sweep_dir) -> list[tuple[Path, str]]:

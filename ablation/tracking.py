@@ -4,6 +4,15 @@ wandb is imported only when ``wandb.mode`` is not ``disabled``. The run is
 opened as a context manager so a job that raises marks its W&B run failed
 and finishes it: otherwise the next job in the same Hydra process would get
 the same run back from ``wandb.init()`` and its metrics would leak into it.
+
+A resumed job continues its run under the same id and the run gets the whole
+per-epoch history, once: the checkpoint's rows are replayed with their epoch
+as the step. Offline, the earlier run folder of that id (cut short by a kill:
+a SIGKILL can leave its ``.wandb`` file nearly empty) is set aside first, so
+``wandb sync <job>/wandb/offline-run-*`` uploads only the complete one.
+Online, W&B resumes the run on its server (``resume="allow"``) and ``run.step``
+is "the W&B step of the next log() call"; steps below it are already there
+and are not sent again (W&B would drop them anyway).
 """
 from __future__ import annotations
 
@@ -12,7 +21,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -29,6 +38,11 @@ class Tracker:
     def log(self, metrics: Mapping, step: int) -> None:
         pass
 
+    def replay(self, rows: Iterable[Mapping]) -> None:
+        """Log a resumed run's earlier per-epoch rows again, each at its epoch."""
+        for row in rows:
+            self.log(row, step=int(row["epoch"]))
+
     def summarize(self, metrics: Mapping) -> None:
         pass
 
@@ -41,8 +55,18 @@ class WandbTracker(Tracker):
         self.run = run
         self.mode = "offline" if run.offline else "online"
         self.output_dir = Path(output_dir)
+        # What the run already holds: steps below this are on the W&B server
+        # (a resumed online run); a new or offline run starts at 0.
+        self.first_step = int(run.step)
+        self.steps_already_there: list[int] = []
 
     def log(self, metrics: Mapping, step: int) -> None:
+        if step < self.first_step:
+            if not self.steps_already_there:
+                log.info("W&B run %s already holds steps below %d: not sent again",
+                         self.run.id, self.first_step)
+            self.steps_already_there.append(step)
+            return
         self.run.log(dict(metrics), step=step)
 
     def summarize(self, metrics: Mapping) -> None:
@@ -141,3 +165,21 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
     )
     with run:
         yield WandbTracker(run, output_dir)
+
+
+def set_aside_offline_runs(wandb_dir: str | Path, run_id: str, target: str | Path) -> list[Path]:
+    """Move the offline run folders of ``run_id`` in ``wandb_dir`` to ``target``.
+
+    Before a run is opened again under the same id (a resumed job, a report
+    made again): the new folder will hold everything, and the old ones must not
+    be synced beside it. Returns the folders' new paths.
+    """
+    wandb_dir, target = Path(wandb_dir), Path(target)
+    old = sorted(p for p in wandb_dir.glob("offline-run-*") if p.name.endswith(f"-{run_id}"))
+    if old:
+        target.mkdir(parents=True, exist_ok=True)
+        for path in old:
+            path.rename(target / path.name)
+        log.info("W&B run %s: earlier offline folder(s) moved to %s (the new one holds "
+                 "the whole run)", run_id, target)
+    return [target / p.name for p in old]

@@ -1,33 +1,26 @@
-"""One job: load data, build the model, train, evaluate, record, track.
+"""The training loop of one job: build, compile, fit, evaluate, measure.
 
-``run_job(cfg, output_dir)`` is the whole job and is what ``run_sweep.py``
-calls; it always leaves a ``run.json`` (``completed`` or ``failed``) and
-finishes its W&B run, so one bad job never leaks into the next.
+:func:`train` is the part of a job that trains; the job's lifecycle around
+it (the folder's lock, skipping, resuming, setting aside, the record and the
+W&B run) is :mod:`ablation.job`, whose ``run_job`` is what ``run_sweep.py``
+calls.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import math
-import platform
-import time
-import traceback
+import sys
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 
 import keras
-from omegaconf import DictConfig, OmegaConf
 
 from ablation.callbacks import EpochMetrics
-from ablation.checkpoint import Checkpoint, EpochCheckpoint, load_checkpoint
-from ablation.checkpoint import remove as remove_checkpoint
-from ablation.config import check_same_config, redact, switches, validate, variant_name
-from ablation.data import Dataset, load_dataset
+from ablation.checkpoint import Checkpoint, EpochCheckpoint
+from ablation.config import redact
+from ablation.data import Dataset
 from ablation.model import build_model
-from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, earlier_run,
-                              write_record)
-from ablation.tracking import Tracker, tracked_run
+from ablation.tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +29,13 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-def plain_config(cfg) -> dict:
-    """A resolved, plain-dict copy of the config (what records and W&B store)."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    return dict(cfg)
+def keras_verbosity(value) -> int | str:
+    """``trainer.verbose``: ``auto`` is the progress bar on a terminal and one
+    line per epoch (2) otherwise: the bar's carriage-return frames would fill
+    a log file, Slurm output or CI log. Keras' own ``auto`` always draws the bar."""
+    if value == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    return value
 
 
 def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
@@ -74,18 +69,22 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
 
 
 def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path,
-          resume_from: Checkpoint | None = None) -> dict:
+          resume_from: Checkpoint | None = None, progress: EpochMetrics | None = None) -> dict:
     """Train and evaluate one configuration; returns the measured part of a record.
 
     With ``resume_from``, training continues after its epoch with its weights,
     optimizer state (so the schedule continues too) and the layers' random
     states; the data order is reseeded from the seed and that epoch, so a
     resumed run is reproducible, though not bit-identical to an unbroken one.
+    Its history, training seconds and earlier resumes carry on, so the
+    record's times cover the whole training. ``progress`` (the per-epoch
+    bookkeeping) may be passed in to read what was done should training raise.
     """
     trainer = config["trainer"]
     seed = int(config["seed"])
     batch = int(trainer["batch_size"])
-    epochs = EpochMetrics(tracker)
+    epochs = progress if progress is not None else EpochMetrics()
+    epochs.tracker = tracker
     if resume_from is None:
         keras.utils.set_random_seed(seed)
         model = build_model(config, data.num_classes, data.input_shape,
@@ -95,7 +94,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         initial_epoch = 0
     else:
         model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
-        epochs.history = list(resume_from.state["history"])
+        epochs.restore(resume_from.state)
         log.info("resuming from the end of epoch %d", initial_epoch)
     params = int(model.count_params())
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
@@ -106,15 +105,14 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     if trainer.get("checkpoint", True):
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config))}))
-    started = time.perf_counter()
     model.fit(
         data.x_train, data.y_train,
         validation_data=(data.x_val, data.y_val),
         epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
         batch_size=batch, shuffle=True, callbacks=callbacks,
-        verbose=trainer.get("verbose", "auto"),
+        verbose=keras_verbosity(trainer.get("verbose", "auto")),
     )
-    train_seconds = time.perf_counter() - started
+    train_seconds = epochs.fit_seconds()  # every attempt's, when resumed
     losses = [row.get("train/loss", math.nan) for row in epochs.history]
     if not epochs.history or not all(math.isfinite(v) for v in losses):
         raise TrainingDiverged(
@@ -136,6 +134,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "params": params,
         "epochs_completed": len(epochs.history),
         "resumed_from_epoch": initial_epoch or None,
+        "resumed_from_epochs": epochs.resumed_from_epochs,
         "train_seconds": train_seconds,
         "train_images_per_s": epochs.images_per_second(len(data.x_train)),
         "data": {"train": len(data.x_train), "val": len(data.x_val),
@@ -154,114 +153,13 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     return measured
 
 
-def base_record(config: Mapping) -> dict:
-    """What a run is, before it has measured anything."""
-    flags = switches(config)
-    return {
-        "schema": SCHEMA_VERSION,
-        "status": "running",
-        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
-        "variant": variant_name(**flags),
-        "switches": flags,
-        "dataset": config["dataset"]["name"],
-        "model": config["model"]["name"],
-        "seed": int(config["seed"]),
-        "metrics": {},
-        "history": [],
-        "params": None,
-        "resumed_from_epoch": None,
-        "train_seconds": None,
-        "train_images_per_s": None,
-        "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
-        "environment": {
-            "backend": keras.backend.backend(),
-            "keras": keras.__version__,
-            "python": platform.python_version(),
-            "host": platform.node(),
-        },
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "finished_at": None,
-        "config": redact(dict(config)),
-        "error": None,
-    }
+def __getattr__(name: str):
+    """``from ablation.train import run_job`` (and the other lifecycle names
+    that lived here) keeps working: they moved to :mod:`ablation.job`, which
+    imports this module, hence the lazy import."""
+    if name in ("run_job", "write_failure", "base_record", "plain_config", "run_tags",
+                "set_aside"):
+        from ablation import job
 
-
-def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
-    """A ``failed`` record for a job that failed before writing its own."""
-    record = base_record(plain_config(cfg))
-    record.update(status="failed", error=f"{type(error).__name__}: {error}",
-                  traceback="".join(traceback.format_exception(error)),
-                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    write_record(output_dir, record)
-    return record
-
-
-def run_tags(config: Mapping) -> list[str]:
-    flags = switches(config)
-    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
-            config["dataset"]["name"], config["model"]["name"]]
-
-
-def set_aside(output_dir: Path) -> None:
-    """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
-    old = [output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, "wandb")
-           if (output_dir / n).exists()]
-    if old:
-        target = output_dir / ".replaced" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        target.mkdir(parents=True)
-        for path in old:
-            path.rename(target / path.name)
-        log.info("earlier outputs moved to %s", target)
-
-
-def run_job(cfg, output_dir: str | Path) -> dict:
-    """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
-
-    Bad config values and unloadable data raise before anything is written.
-    A run already completed here with the same configuration is not run again
-    (its record is returned); an interrupted one resumes from its checkpoint;
-    ``resume=false`` sets earlier outputs aside and starts over.
-    A failure inside training is written to the record (``status: failed``,
-    ``error``, ``traceback``), marks the W&B run failed, and is re-raised so
-    the launcher counts it.
-    """
-    config = plain_config(cfg)
-    validate(config)
-    output_dir = Path(output_dir)
-    if config.get("resume", True):
-        previous = earlier_run(output_dir)
-        check_same_config(previous, config, output_dir)
-        if previous is not None and previous.get("status") == "completed":
-            log.info("%s already completed here: skipped", previous.get("run_name"))
-            return previous
-    else:
-        set_aside(output_dir)
-    # Data problems (no network, a bad path) surface here, before any record
-    # or W&B run exists.
-    data = load_dataset(config["dataset"], int(config["seed"]))
-    record = base_record(config)
-    keras.backend.clear_session(free_memory=True)
-    checkpoint_dir = output_dir / CHECKPOINT_DIR
-    try:
-        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
-                       if config.get("resume", True) else None)
-        with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
-                         tags=run_tags(config), output_dir=output_dir,
-                         run_id=resume_from.state.get("wandb_id") if resume_from else None
-                         ) as tracker:
-            record["wandb"] = tracker.info()  # its mode may be offline after a fallback
-            record.update(train(config, data, tracker, checkpoint_dir, resume_from))
-            record["status"] = "completed"
-    except BaseException as e:
-        record["status"] = "failed"
-        record["error"] = f"{type(e).__name__}: {e}"
-        record["traceback"] = traceback.format_exc()
-        raise
-    finally:
-        record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_record(output_dir, record)
-        if record["status"] == "completed":
-            remove_checkpoint(checkpoint_dir)
-        keras.backend.clear_session(free_memory=True)
-        gc.collect()
-    return record
+        return getattr(job, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

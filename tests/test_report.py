@@ -224,3 +224,17 @@ def test_empty_or_wrong_path_is_a_one_line_error(tmp_path):
                                 cwd=ROOT, capture_output=True, text=True)
         assert result.returncode == 1
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+
+
+def test_reporting_again_updates_the_one_wandb_report_run(four_by_three, wandb_cli):
+    from conftest import wandb_inspect
+
+    first = write_report(four_by_three, wandb_settings={"mode": "offline"}, make_plots=False)
+    again = write_report(four_by_three, wandb_settings={"mode": "offline"}, make_plots=False)
+    assert again.wandb["id"] == first.wandb["id"]  # one report run per group
+    (run_dir,) = four_by_three.glob("wandb/offline-run-*")  # one left to `wandb sync`
+    assert run_dir.name.endswith(again.wandb["id"])
+    (earlier,) = four_by_three.glob(".replaced/*/wandb/offline-run-*")  # set aside
+    assert earlier.name.endswith(first.wandb["id"]) and earlier.name != run_dir.name
+    seen = wandb_inspect(wandb_cli, run_dir)
+    assert seen["job_type"] == "report" and seen["group"] == "g" and seen["state"] == "finished"

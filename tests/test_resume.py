@@ -1,5 +1,7 @@
 """Rerunning a sweep: completed runs are skipped, a killed run resumes from its
-last epoch, another configuration is refused, and resume=false starts over."""
+last epoch (its W&B run and its times too), another configuration is refused,
+and resume=false starts over."""
+import fcntl
 import json
 import os
 import shutil
@@ -8,8 +10,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ablation.records import find_records, read_record
-from conftest import ROOT, cli_env, run_cli, smoke_overrides
+from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
 
@@ -18,8 +22,9 @@ def sweep_args(tmp_path, epochs):
     return [*SWEEP, *smoke_overrides(tmp_path, f"trainer.epochs={epochs}")]
 
 
-def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path):
-    args = sweep_args(tmp_path, 6)
+def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path, wandb_cli):
+    # trainer.verbose=auto: the rerun's output is a pipe, so a line per epoch
+    args = [*sweep_args(tmp_path, 6), "trainer.verbose=auto"]
     first_job = tmp_path / "smoke" / "spt-s0_trainer.epochs=6"
     state = tmp_path / "smoke" / "vit-s0_trainer.epochs=6" / "checkpoint" / "state.json"
     proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(),
@@ -31,15 +36,22 @@ def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path):
             break
         assert proc.poll() is None, "the sweep ended before it could be killed"
         time.sleep(0.05)
+    # the running job holds its folder's lock, and says so
+    with open(state.parent.parent / ".lock") as lock:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert json.loads(lock.read())["pid"] == proc.pid
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_state = json.loads(state.read_text())
     assert 2 <= killed_state["epoch"] < 6
     first_record = (first_job / "run.json").read_text()
 
-    result = run_cli(*args)
+    result = run_cli(*args)  # the killed process's lock went with it: no stale-lock step
+    out = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "spt-s0 already completed here: skipped" in result.stdout + result.stderr
+    assert "spt-s0 already completed here: skipped" in out
+    assert "Epoch 6/6" in out and "\r" not in out  # no progress-bar frames in a log
     records = [read_record(p) for p in find_records(tmp_path)]
     assert len(records) == 2 and all(r["status"] == "completed" for r in records)
     assert (first_job / "run.json").read_text() == first_record  # not run again
@@ -52,6 +64,25 @@ def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path):
     assert [row["lr"] for row in vit["history"]] == [row["lr"] for row in spt["history"]]
     assert vit["wandb"]["id"] == killed_state["wandb_id"]  # the same W&B run continued
     assert not state.parent.exists()  # the checkpoint goes once the run is complete
+
+    # Its cost covers the whole training, not the epochs after the resume.
+    assert vit["resumed_from_epochs"] == [killed_state["epoch"]]
+    assert spt["resumed_from_epochs"] == []
+    assert vit["train_seconds"] >= sum(row["epoch_seconds"] for row in vit["history"])
+    assert vit["train_seconds"] > killed_state["fit_seconds"] > 0
+
+    # W&B: one run folder to sync, holding every epoch once, in order, as in the record
+    job = state.parent.parent
+    (run_dir,) = job.glob("wandb/offline-run-*")
+    assert run_dir == job / vit["wandb"]["dir"]
+    seen = wandb_inspect(wandb_cli, run_dir)
+    rows = [r["history"]["item"] for r in seen["history_records"]]
+    assert [row["_step"] for row in rows] == [1, 2, 3, 4, 5, 6]
+    assert [row["train/loss"] for row in rows] == [row["train/loss"] for row in vit["history"]]
+    assert seen["state"] == "finished"
+    assert seen["summary"]["test/top1"] == vit["metrics"]["test_top1"]
+    (killed_dir,) = job.glob(".replaced/*/wandb/offline-run-*")  # set aside, not synced
+    assert killed_dir.name.endswith(vit["wandb"]["id"]) and killed_dir.name != run_dir.name
 
 
 def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path):

@@ -56,6 +56,7 @@ def test_failed_job_is_recorded_and_does_not_leak_into_the_next(tmp_path, wandb_
     failed = read_record(tmp_path / "bad" / "run.json")
     assert failed["status"] == "failed"
     assert "TrainingDiverged" in failed["error"] and "traceback" in failed
+    assert failed["epochs_completed"] == 0 and failed["history"] == []  # epoch 1 diverged
     assert not (tmp_path / "bad" / "checkpoint" / "state.json").exists()  # nothing to resume into
     good = run_job(smoke("wandb.mode=offline"), tmp_path / "good")
     assert good["status"] == "completed"

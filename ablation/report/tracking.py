@@ -1,7 +1,17 @@
-"""The report as a W&B run (job type ``report``) in the sweep's group."""
+"""The report as a W&B run (job type ``report``) in the sweep's group.
+
+One report run per group: its id is derived from the group, so making the
+report again (after a rerun, by hand) continues the same run instead of adding
+another. Online, W&B resumes it (``resume="allow"``): the tables and plots are
+logged again as its next step and the summary is updated. Offline, the earlier
+report folder of that id is set aside under ``<out>/.replaced/``, so only the
+newest is left to ``wandb sync``.
+"""
 from __future__ import annotations
 
+import hashlib
 import logging
+from datetime import datetime
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,12 +32,17 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
         return None
     import wandb
 
-    from ablation.tracking import open_run
+    from ablation.tracking import open_run, set_aside_offline_runs
 
-    run = open_run(settings["mode"], Path(directory),
+    directory = Path(directory)
+    run_id = report_run_id(group, directory)
+    set_aside_offline_runs(directory / "wandb", run_id, directory / ".replaced"
+                           / datetime.now().strftime("%Y%m%d-%H%M%S-%f") / "wandb")
+    run = open_run(settings["mode"], directory,
                    project=settings.get("project") or "vit-ablation",
                    entity=settings.get("entity"), group=group, job_type="report",
                    name=f"report-{group}" if group else "report",
+                   id=run_id, resume="allow",
                    dir=str(directory), reinit="finish_previous",
                    config={"source": str(directory)}, settings={"quiet": True})
     with run:
@@ -42,6 +57,13 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
             run.summary[f"{prefix}/top1"] = row["top1_mean"]
             run.summary[f"{prefix}/top5"] = row["top5_mean"]
         return {"id": run.id, "dir": str(Path(run.dir).parent)}
+
+
+def report_run_id(group: str | None, directory: Path) -> str:
+    """The report run's id: the same for every report of one group (or, without
+    a group, of one output folder), and valid whatever the group's name holds."""
+    key = f"group:{group}" if group else f"folder:{Path(directory).resolve()}"
+    return "report-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:

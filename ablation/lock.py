@@ -1,0 +1,68 @@
+"""An exclusive lock on a job folder while its job runs, held by the OS.
+
+Two sweeps started into the same folder (twice by mistake, two Slurm arrays
+with the same ``name``) would otherwise train every job twice, write the same
+files and each log a W&B run. The lock is ``fcntl.flock`` on ``<job>/.lock``:
+the kernel holds it for the open file and drops it when the process ends,
+however it ends (SIGKILL included), so a rerun after a kill needs no
+stale-lock step. On Linux, ``flock`` on NFS is passed to the server as a
+POSIX lock, so jobs on several nodes of a cluster see each other's locks.
+
+The holder writes its host, pid and start time into the file, so a process
+that finds the folder taken can say who has it. The file is never removed or
+replaced: a lock on a file that another process has just unlinked would lock
+nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+LOCK_FILE = ".lock"
+
+
+class JobBusy(RuntimeError):
+    """Another process holds the job folder's lock: this one must not run the job."""
+
+    def __init__(self, folder: Path, holder: dict):
+        self.folder, self.holder = Path(folder), holder
+        who = (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, "
+               f"since {holder.get('since', '?')}") if holder else "holder unknown"
+        super().__init__(f"{self.folder} is being run by another process ({who}): skipped")
+
+
+def holder(folder: str | Path) -> dict:
+    """Who last took the lock of ``folder`` (``{}`` if nobody has written it yet)."""
+    try:
+        return json.loads((Path(folder) / LOCK_FILE).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+@contextlib.contextmanager
+def job_lock(folder: str | Path) -> Iterator[dict]:
+    """Hold ``folder``'s lock for the ``with`` block, or raise :class:`JobBusy` at once.
+
+    Yields what was written into the lock file (host, pid, since).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JobBusy(folder, holder(folder)) from None
+        me = {"host": platform.node(), "pid": os.getpid(),
+              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        yield me
+    finally:
+        os.close(fd)  # releases the lock

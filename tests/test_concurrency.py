@@ -1,0 +1,95 @@
+"""Two processes on one job folder: the one holding its lock runs it, the other
+skips it with one line naming the holder; a sweep's exit code counts only the
+jobs it ran. (A killed holder releases the lock: tests/test_resume.py.)"""
+import json
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from ablation import outcomes
+from ablation.hydra_callbacks import this_sweeps_jobs
+from conftest import ROOT, run_cli, smoke_overrides
+
+# Holds a job folder's lock, as a running job does, until its stdin closes.
+HOLD = ("import sys; from ablation.lock import job_lock\n"
+        "with job_lock(sys.argv[1]):\n"
+        "    print('held', flush=True); sys.stdin.read()\n")
+
+
+@pytest.fixture(scope="module")
+def contended(tmp_path_factory):
+    """A one-job sweep run while another process holds that job's lock."""
+    root = tmp_path_factory.mktemp("contended")
+    job = root / "smoke" / "vit-s0_trainer.epochs=2"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(job)], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        busy = run_cli("-m", "spt=false", "lsa=false", "wandb.mode=offline",
+                       *smoke_overrides(root))
+        files = sorted(p.relative_to(job) for p in job.rglob("*"))
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    return {"busy": busy, "files": files, "holder_pid": holder.pid, "root": root}
+
+
+def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
+    busy = contended["busy"]
+    out = busy.stdout + busy.stderr
+    assert busy.returncode == 0, out[-3000:]  # it failed nothing: skipping is not failing
+    line = next(line for line in out.splitlines() if "is being run by another process" in line)
+    assert f"(host {platform.node()}, pid {contended['holder_pid']}, since " in line
+    assert "1 job(s) skipped: another process was running them:" in out
+    assert "Epoch 1" not in out  # never trained
+    # nothing of its own in the folder: no record, no W&B run, no checkpoint
+    names = {p.parts[0] for p in contended["files"]}
+    assert not names & {"run.json", "wandb", "checkpoint"}, contended["files"]
+    assert not (contended["root"] / "smoke" / outcomes.SWEEPS_DIR).exists()  # cleaned up
+
+
+def outcome_folder(tmp_path, jobs, monkeypatch):
+    monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
+    folder = outcomes.start(tmp_path, jobs)
+    monkeypatch.setenv(outcomes.OUTCOMES_ENV, str(folder))  # restored after the test
+    return folder
+
+
+def completed_record(folder, status="completed"):
+    """What another sweep's job left in ``folder`` (enough for a reader to see its status)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({
+        "schema": 1, "status": status, "switches": {}, "dataset": "digits", "model": "tiny",
+        "seed": 0, "config": {}, "error": None if status == "completed" else "elsewhere"}))
+
+
+def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
+    ours_failed, ours_ok, busy, died = (tmp_path / n for n in ("a", "b", "c", "d"))
+    folder = outcome_folder(tmp_path, [ours_failed, ours_ok, busy, died], monkeypatch)
+    # this sweep's job failed, then another sweep completed it: still a failure here
+    outcomes.report(ours_failed, "failed", "FileNotFoundError: .tmp-model-1.keras")
+    completed_record(ours_failed)
+    # this sweep completed its job; another sweep's failed record there is not ours
+    outcomes.report(ours_ok, "completed")
+    completed_record(ours_ok, "failed")
+    outcomes.report(busy, "busy", f"{busy} is being run by another process (host h, pid 1)")
+    failures, skipped = this_sweeps_jobs(tmp_path)
+    assert failures == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
+                        (died, "the job left neither an outcome nor a record")]
+    assert skipped == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
+    assert not folder.exists() and not (tmp_path / outcomes.SWEEPS_DIR).exists()
+
+
+def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
+    from ablation.lock import JobBusy, job_lock
+
+    with job_lock(tmp_path) as me:
+        with pytest.raises(JobBusy) as busy:
+            with job_lock(tmp_path):
+                pass
+        assert busy.value.holder == me
+        assert json.loads((tmp_path / ".lock").read_text()) == me
+    with job_lock(tmp_path):  # free again
+        pass
