@@ -43,7 +43,8 @@ class EpochMetrics(keras.callbacks.Callback):
     def restore(self, state: dict) -> None:
         """Continue from a checkpoint's state (see :meth:`state`)."""
         self.history = list(state["history"])
-        phases = list(state.get("train_phase_seconds") or [])[-len(self.history):]
+        phases = list(state.get("train_phase_seconds") or [])
+        phases = phases[max(len(phases) - len(self.history), 0):]
         # checkpoints from before whole-run timing kept the last attempt's phases only
         self.train_phase_seconds = [None] * (len(self.history) - len(phases)) + phases
         self.attempt_starts = list(state.get("attempt_starts") or [0])

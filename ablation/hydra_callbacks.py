@@ -151,18 +151,27 @@ def this_sweeps_jobs(sweep_dir) -> tuple[list[tuple[Path, str]], list[tuple[Path
         return [(p.parent, e) for p, e in failed_runs(sweep_dir)], []
     jobs, done = outcomes.collect(folder)
     outcomes.finish(folder)
+    log.debug("%d of this sweep's %d jobs reported their outcome", len(done), len(jobs))
     failures, busy = [], []
-    for job in jobs:
-        outcome = done.get(job)
+    for job in [*jobs, *(f for f in done if f not in jobs)]:
+        outcome, shown = done.get(job), _shown(job)
         if outcome is None:
-            failures += [(p.parent, e) for p, e in failed_runs(job)]
+            failures += [(shown, e) for _, e in failed_runs(job)]
             if not (job / RECORD_FILENAME).exists():
-                failures.append((job, "the job left neither an outcome nor a record"))
+                failures.append((shown, "the job left neither an outcome nor a record"))
         elif outcome["status"] == "failed":
-            failures.append((job, outcome.get("detail") or "unknown error"))
+            failures.append((shown, outcome.get("detail") or "unknown error"))
         elif outcome["status"] == "busy":
-            busy.append((job, outcome.get("detail") or str(job)))
+            busy.append((shown, outcome.get("detail") or str(shown)))
     return failures, busy
+
+
+def _shown(folder: Path) -> Path:
+    """``folder`` as the user named it: relative to the working folder when below it."""
+    try:
+        return folder.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return folder
 
 
 def failed_runs(sweep_dir) -> list[tuple[Path, str]]:

@@ -34,7 +34,11 @@ class JobBusy(RuntimeError):
         self.folder, self.holder = Path(folder), holder
         who = (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, "
                f"since {holder.get('since', '?')}") if holder else "holder unknown"
-        super().__init__(f"{self.folder} is being run by another process ({who}): skipped")
+        try:  # as the user named it: relative to the working folder when below it
+            shown = self.folder.resolve().relative_to(Path.cwd().resolve())
+        except ValueError:
+            shown = self.folder
+        super().__init__(f"{shown} is being run by another process ({who}): skipped")
 
 
 def holder(folder: str | Path) -> dict:
