@@ -50,6 +50,24 @@ def scrub_text(text: str) -> str:
     return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
 
 
+def _override_key(arg: str) -> str | None:
+    """``wandb.api_key`` for ``+wandb.api_key=...``; None for flags and non-overrides."""
+    if arg.startswith("-") or "=" not in arg:
+        return None
+    return arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the whole value of every secret-named override replaced."""
+    out = []
+    for arg in argv:
+        key = _override_key(arg)
+        if key and SECRET_KEY.search(key):
+            arg = f"{arg.split('=', 1)[0]}='{REDACTED}'"
+        out.append(arg)
+    return out
+
+
 def scrub_file(path) -> None:
     """Hide secret-looking values in a file Hydra saved (its config and overrides)."""
     from pathlib import Path

@@ -17,25 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ablation.config import REDACTED, SECRET_KEY, ConfigError
+from ablation.config import ConfigError, redact_argv
 
-
-def _override_key(arg: str) -> str | None:
-    """``wandb.api_key`` for ``+wandb.api_key=...``; None for flags and non-overrides."""
-    if arg.startswith("-") or "=" not in arg:
-        return None
-    return arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the whole value of every secret-named override replaced."""
-    out = []
-    for arg in argv:
-        key = _override_key(arg)
-        if key and SECRET_KEY.search(key):
-            arg = f"{arg.split('=', 1)[0]}='{REDACTED}'"
-        out.append(arg)
-    return out
+__all__ = ["check_group_options", "redact_argv"]
 
 
 def check_group_options(args: list[str], conf_dir: str | Path) -> None:

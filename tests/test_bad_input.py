@@ -9,8 +9,9 @@ from conftest import run_cli
 from test_data import make_cifar_archive
 
 CASES = {
-    "unknown dataset": (["dataset=imagenet22k"], "dataset=imagenet22k is unknown: the dataset "
-                        "options are cifar10, cifar100, digits, fashion_mnist, image_folder, mnist"),
+    "unknown dataset": (["dataset=imagenet22k"],
+                        "dataset=imagenet22k is unknown: the dataset options are cifar10, "
+                        "cifar100, digits, fashion_mnist, image_folder, mnist"),
     "unknown model": (["model=huge"],
                       "model=huge is unknown: the model options are keras_io, paper, tiny"),
     "unknown experiment": (["experiment=nope"],
