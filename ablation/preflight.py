@@ -6,7 +6,8 @@ Two things cannot wait for Hydra:
   by Hydra's job line, saved in ``.hydra/`` and ``multirun.yaml``, put in a
   folder name and read by wandb from ``sys.argv``. The suite never uses such a
   value (keys belong in the environment), so the whole value is replaced in
-  ``sys.argv`` before Hydra parses it: it then exists nowhere but in this
+  ``sys.argv`` (:func:`ablation.config.redact_argv`, beside the other
+  redaction) before Hydra parses it: it then exists nowhere but in this
   process's original argument list, whatever it contained (spaces, commas,
   quotes, ``=``) and however it was quoted.
 - An unknown config group option (``dataset=nonexistent``) makes Hydra print

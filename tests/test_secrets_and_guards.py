@@ -15,8 +15,8 @@ from ablation.config import (ConfigError, check_folder_name, folder_suffix, reda
 from ablation.data import DataError, _download, read_cifar
 from ablation.native_log import quiet_native_stderr
 from ablation.outputs import note_missing, remove_created
-from ablation.preflight import redact_argv
-from conftest import run_cli
+from ablation.preflight import check_group_options, redact_argv
+from conftest import ROOT, run_cli
 
 # Each value has two tokens; each must vanish, not only the first.
 SECRET_ARGS = {
@@ -84,6 +84,18 @@ def test_folder_names(value, problem):
     with pytest.raises(ConfigError, match=problem):
         check_folder_name("name", value)
     check_folder_name("name", "smoke-2026.11_lr=0.1,seed+1")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["hydra/launcher=nope"], "hydra/launcher=nope is unknown: the hydra/launcher options are "
+                              "basic, joblib"),
+    (["-m", "seed=0,1", "dataset=digits,nope"], "dataset=nope is unknown: the dataset options"),
+])
+def test_unknown_group_options_from_the_config_folder_and_plugins(args, message):
+    with pytest.raises(ConfigError, match=message):
+        check_group_options(args, ROOT / "conf")
+    check_group_options(["-m", "hydra/launcher=joblib", "dataset=digits,cifar10", "seed=0,1"],
+                        ROOT / "conf")
 
 
 def test_only_folders_this_command_created_are_removed(tmp_path, monkeypatch):
