@@ -37,7 +37,7 @@ def _missing_chain(folder: Path) -> list[Path]:
 def note_missing(folders: Iterable[str | Path]) -> list[str]:
     """Record which of ``folders`` (and their parents) do not exist now."""
     missing = sorted({str(p) for folder in folders
-                      for p in _missing_chain(Path(folder).absolute())})
+                      for p in _missing_chain(Path(os.path.abspath(folder)))})
     os.environ[NEW_FOLDERS_ENV] = json.dumps(missing)
     return missing
 
@@ -61,7 +61,7 @@ def remove_created(job_folder: str | Path) -> list[Path]:
     """Remove ``job_folder`` and its emptied parents if this invocation created
     them; returns what was removed."""
     noted = _noted()
-    job_folder = Path(job_folder).absolute()
+    job_folder = Path(os.path.abspath(job_folder))  # as Hydra's runtime.output_dir is
     removed = []
     if job_folder in noted and job_folder.is_dir():
         shutil.rmtree(job_folder)
