@@ -161,6 +161,8 @@ def run_job(cfg, output_dir: str | Path) -> dict:
     except JobBusy as e:
         outcomes.report(output_dir, "busy", str(e))
         raise
+    except (ConfigError, DataError):
+        raise  # refused input: the whole command stops with exit 2, and leaves nothing
     except BaseException as e:
         outcomes.report(output_dir, "failed", f"{type(e).__name__}: {e}")
         raise

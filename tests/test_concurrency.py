@@ -50,9 +50,9 @@ def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
     assert not (contended["root"] / "smoke" / outcomes.SWEEPS_DIR).exists()  # cleaned up
 
 
-def outcome_folder(tmp_path, jobs, monkeypatch):
+def outcome_folder(tmp_path, monkeypatch):
     monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
-    folder = outcomes.start(tmp_path, jobs)
+    folder = outcomes.start(tmp_path)
     monkeypatch.setenv(outcomes.OUTCOMES_ENV, str(folder))  # restored after the test
     return folder
 
@@ -67,7 +67,7 @@ def completed_record(folder, status="completed"):
 
 def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
     ours_failed, ours_ok, busy, died = (tmp_path / n for n in ("a", "b", "c", "d"))
-    folder = outcome_folder(tmp_path, [ours_failed, ours_ok, busy, died], monkeypatch)
+    folder = outcome_folder(tmp_path, monkeypatch)
     # this sweep's job failed, then another sweep completed it: still a failure here
     outcomes.report(ours_failed, "failed", "FileNotFoundError: .tmp-model-1.keras")
     completed_record(ours_failed)
@@ -75,7 +75,7 @@ def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
     outcomes.report(ours_ok, "completed")
     completed_record(ours_ok, "failed")
     outcomes.report(busy, "busy", f"{busy} is being run by another process (host h, pid 1)")
-    failures, skipped = this_sweeps_jobs(tmp_path)
+    failures, skipped = this_sweeps_jobs(tmp_path, [ours_failed, ours_ok, busy, died])
     assert failures == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
                         (died, "the job left neither an outcome nor a record")]
     assert skipped == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
