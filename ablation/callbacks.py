@@ -28,9 +28,12 @@ class EpochMetrics(keras.callbacks.Callback):
     evaluation and the first epoch's graph tracing.
     """
 
-    def __init__(self, tracker: Tracker | None = None):
+    def __init__(self, tracker: Tracker | None = None, validation_name: str = "val"):
         super().__init__()
         self.tracker = tracker or Tracker()
+        # "test" under the official protocol, whose per-epoch evaluation is the test set
+        self.names = {k: v.replace("val/", f"{validation_name}/", 1)
+                      for k, v in METRIC_NAMES.items()}
         self.history: list[dict] = []
         self.train_phase_seconds: list[float] = []
         self._epoch_start = self._train_end = None
@@ -46,7 +49,7 @@ class EpochMetrics(keras.callbacks.Callback):
         now = time.perf_counter()
         self.train_phase_seconds.append((self._train_end or now) - self._epoch_start)
         row = {"epoch": epoch + 1}
-        for key, name in METRIC_NAMES.items():
+        for key, name in self.names.items():
             if logs and key in logs:
                 row[name] = float(logs[key])
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
