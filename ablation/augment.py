@@ -182,7 +182,9 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, image_size: int | No
         raise ValueError(f"augmentation.policy={policy!r}: use autoaugment, randaugment or null")
     erasing = float(recipe.get("random_erasing") or 0.0)
     if erasing:
-        # on normalised pixels (about -3..3): erase with 0, the mean colour, as official
-        after.append(layers.RandomErasing(factor=(erasing, erasing), value_range=(-1e3, 1e3),
-                                          fill_value=0.0, seed=seed, name="random_erasing"))
+        # on normalised pixels: erase 2-40 % of the image (official sl, sh) with 0, the
+        # mean colour
+        after.append(layers.RandomErasing(factor=(erasing, erasing), scale=(0.02, 0.4),
+                                          value_range=(-1e3, 1e3), fill_value=0.0, seed=seed,
+                                          name="random_erasing"))
     return before, after

@@ -59,9 +59,10 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
     alpha = float(trainer.get("min_learning_rate") or 0.0) / peak  # floor, as a share of peak
     if warmup == 0:
         return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total, alpha=alpha)
+    # the warm-up rises linearly from the floor (0 by default; the official code: 1e-6)
     return keras.optimizers.schedules.CosineDecay(
-        0.0, decay_steps=max(total - warmup, 1), warmup_target=peak, warmup_steps=warmup,
-        alpha=alpha)
+        float(trainer.get("min_learning_rate") or 0.0), decay_steps=max(total - warmup, 1),
+        warmup_target=peak, warmup_steps=warmup, alpha=alpha)
 
 
 def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
@@ -209,8 +210,10 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "test/loss": measured["metrics"]["test_loss"],
         "best_val/top1": measured["metrics"]["best_val_top1"],
         "params": params,
+        "trainable_params": trainable_params,
         "train_seconds": train_seconds,
         "train_images_per_s": measured["train_images_per_s"],
+        **({"best_test/top1": metrics["best_test_top1"]} if official else {}),
     })
     return measured
 

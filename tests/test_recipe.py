@@ -113,7 +113,8 @@ def test_schedule_warms_up_for_warmup_epochs_and_ends_at_the_floor():
     schedule = learning_rate_schedule(trainer, steps)
     lr = lambda step: float(keras.ops.convert_to_numpy(schedule(step)))  # noqa: E731
     assert lr(10 * steps) == pytest.approx(1e-3)                  # peak after 10 epochs
-    assert lr(5 * steps) == pytest.approx(0.5e-3)                 # linear warm-up
+    assert lr(0) == pytest.approx(1e-6)                           # from the floor, as official
+    assert lr(5 * steps) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2)  # linear warm-up
     assert lr(100 * steps) == pytest.approx(1e-6, rel=1e-3)       # floor at the end
     assert lr(55 * steps) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2, rel=1e-3)  # cosine mid
 
@@ -139,7 +140,7 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
                   "trainer.protocol=official", "trainer.label_smoothing=0.1",
                   "trainer.passes_per_epoch=2", "+augmentation.mixing.probability=0.5",
                   "model.drop_path=0.1", "wandb.mode=disabled", "trainer.checkpoint=false",
-                  "dataset.limit_train=300", "dataset.limit_test=100")
+                  "dataset.limit_train=300", "dataset.limit_test=100", "model.depth=1")
     record = run_job(cfg, tmp_path)
     assert record["status"] == "completed" and record["protocol"] == "official"
     assert record["data"]["train"] == 300 and record["data"]["val"] == 0
@@ -151,3 +152,42 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
     assert metrics["test_top1"] == pytest.approx(tops[-1], abs=1e-6)  # final = last epoch's
     assert 0 < record["trainable_params"] < record["params"]          # minus normalisation
     assert record["params"] - record["trainable_params"] == 2 * 1 + 1  # mean, var, count
+
+
+def test_paper_augmentation_runs_in_training_only():
+    from ablation.model import build_augmentation
+
+    x = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype(np.float32)
+    aug = build_augmentation(16, x, crop_padding=4, policy="autoaugment", random_erasing=0.25,
+                             mixing={"probability": 0.5}, seed=0)  # mixing: the pipeline's
+    names = [layer.name for layer in aug.layers]
+    assert names == ["random_crop", "autoaugment", "normalization", "resize", "flip",
+                     "random_erasing"]
+    normalised = keras.ops.convert_to_numpy(aug.get_layer("normalization")(x))
+    assert np.allclose(keras.ops.convert_to_numpy(aug(x, training=False)), normalised)
+    assert not np.allclose(keras.ops.convert_to_numpy(aug(x, training=True)), normalised)
+    with pytest.raises(ValueError, match="augmentation.policy"):
+        build_augmentation(16, x, policy="autoaugmnt")
+
+
+def test_mixed_batches_depend_only_on_seed_epoch_and_index():
+    x = np.random.default_rng(0).integers(0, 256, (64, 8, 8, 3)).astype(np.float32)
+    y = np.arange(64) % 10
+    make = lambda: TrainingBatches(x, y, 10, 16, mixer=Mixer(1.0, seed=0), seed=5)  # noqa: E731
+    a, b = make(), make()
+    for i in (2, 0, 3, 1):  # any order, as parallel workers ask
+        (xa, ya), (xb, yb) = a[i], b[i]
+        assert np.array_equal(xa, xb) and np.array_equal(ya, yb)
+    assert not np.array_equal(a[0][0], x[a.order[:16]])  # and mixed they are
+
+
+def test_tiny_imagenet_preset_has_the_official_trainable_parameter_counts():
+    from ablation.model import build_model
+    from ablation.train import trainable_count
+
+    # official Tiny-ImageNet models (the paper's "2.8M / 2.9M"): ViT and SL-ViT
+    for switches, expected in (("spt=false", "lsa=false"), 2_756_744), \
+                              (("spt=true", "lsa=true"), 2_906_228):
+        cfg = compose("experiment=paper_tiny_imagenet", *switches)
+        model = build_model(cfg, 200, (64, 64, 3))
+        assert trainable_count(model) == expected
