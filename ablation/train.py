@@ -162,7 +162,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     started = time.perf_counter()
     model.fit(
         **inputs,
-        validation_data=evaluation,
+        validation_data=evaluation, validation_batch_size=batch,
         epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
         callbacks=callbacks,
         verbose=trainer.get("verbose", "auto"),

@@ -1,5 +1,4 @@
 """The paper's recipe, piece by piece: each config key does what it says."""
-import math
 
 import keras
 import numpy as np
@@ -166,6 +165,10 @@ def test_paper_augmentation_runs_in_training_only():
     normalised = keras.ops.convert_to_numpy(aug.get_layer("normalization")(x))
     assert np.allclose(keras.ops.convert_to_numpy(aug(x, training=False)), normalised)
     assert not np.allclose(keras.ops.convert_to_numpy(aug(x, training=True)), normalised)
+    rand = build_augmentation(16, x, policy="randaugment", seed=0)   # the option
+    assert rand.layers[0].name == "randaugment"
+    assert not np.allclose(keras.ops.convert_to_numpy(rand(x, training=True)),
+                           keras.ops.convert_to_numpy(rand(x, training=False)))
     with pytest.raises(ValueError, match="augmentation.policy"):
         build_augmentation(16, x, policy="autoaugmnt")
 

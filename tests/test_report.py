@@ -7,7 +7,6 @@ import sys
 from itertools import product
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 

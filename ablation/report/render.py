@@ -36,7 +36,8 @@ class Style:
 
 MARKDOWN = Style("✓", "", "—", "±", "**{}**")
 LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}",
-              staticmethod(lambda s: s.replace("%", r"\%").replace("Δ", r"$\Delta$").replace("±", r"$\pm$")
+              staticmethod(lambda s: s.replace("%", r"\%").replace("Δ", r"$\Delta$")
+                           .replace("±", r"$\pm$")
                            .replace("_", r"\_").replace("&", r"\&")))
 HTML = Style("✓", "", "—", "±", "<b>{}</b>", staticmethod(html.escape))
 
