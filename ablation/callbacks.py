@@ -31,14 +31,26 @@ class EpochMetrics(keras.callbacks.Callback):
     throughput cover the whole training, not only its last attempt.
     """
 
-    def __init__(self, tracker: Tracker | None = None):
+    def __init__(self, tracker: Tracker | None = None, validation_name: str = "val"):
         super().__init__()
         self.tracker = tracker or Tracker()
+        self.validation_name = validation_name
         self.history: list[dict] = []
         self.train_phase_seconds: list[float] = []
         self.attempt_starts: list[int] = []  # epochs done when each fit began: [0, resumes...]
         self.seconds_before = 0.0  # fit seconds of earlier attempts (to their last checkpoint)
         self._epoch_start = self._train_end = self._fit_start = None
+
+    @property
+    def validation_name(self) -> str:
+        """``val``, or ``test`` under the official protocol (its per-epoch evaluation
+        is the test set): the prefix of the evaluation metrics in each row."""
+        return self._validation_name
+
+    @validation_name.setter
+    def validation_name(self, name: str) -> None:
+        self._validation_name = name
+        self.names = {k: v.replace("val/", f"{name}/", 1) for k, v in METRIC_NAMES.items()}
 
     def restore(self, state: dict) -> None:
         """Continue from a checkpoint's state (see :meth:`state`)."""
@@ -81,7 +93,7 @@ class EpochMetrics(keras.callbacks.Callback):
         now = time.perf_counter()
         self.train_phase_seconds.append((self._train_end or now) - self._epoch_start)
         row = {"epoch": epoch + 1}
-        for key, name in METRIC_NAMES.items():
+        for key, name in self.names.items():
             if logs and key in logs:
                 row[name] = float(logs[key])
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))

@@ -267,6 +267,16 @@ def validate(cfg: Mapping) -> None:
     warmup = cfg["trainer"]["warmup_fraction"]
     if not 0 <= warmup < 1:
         raise ConfigError(f"trainer.warmup_fraction={warmup!r} must be in [0, 1)")
+    trainer = cfg["trainer"]
+    if trainer.get("protocol", "holdout") not in ("holdout", "official"):
+        raise ConfigError(f"trainer.protocol={trainer['protocol']!r} is not one of "
+                          f"holdout, official")
+    if not 0 <= float(trainer.get("label_smoothing", 0.0)) < 1:
+        raise ConfigError(f"trainer.label_smoothing={trainer['label_smoothing']!r} "
+                          f"must be in [0, 1)")
+    if int(trainer.get("passes_per_epoch", 1)) < 1:
+        raise ConfigError(f"trainer.passes_per_epoch={trainer['passes_per_epoch']!r} "
+                          f"must be >= 1")
     mode = cfg["wandb"]["mode"]
     if mode not in WANDB_MODES:
         raise ConfigError(f"wandb.mode={mode!r} is not one of {', '.join(WANDB_MODES)}")

@@ -363,18 +363,58 @@ class FeedForward(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="ablation")
+class DropPath(layers.Layer):
+    """Stochastic depth: in training, drop a whole residual branch per sample.
+
+    Each sample's branch output is zeroed with probability ``rate`` and the
+    kept ones are scaled by 1 / (1 - rate), so the expected output is
+    unchanged (as timm's ``DropPath``, which the official code uses with rate
+    0.1 in every branch of every block). At inference it is the identity.
+
+    Args:
+        rate: probability of dropping the branch for a sample.
+        seed: seed of the layer's random generator.
+    """
+
+    def __init__(self, rate: float = 0.0, seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= float(rate) < 1.0:
+            raise ValueError(f"drop path rate must be in [0, 1), got {rate!r}")
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, x, training=None):
+        if not training or self.rate == 0.0:
+            return x
+        keep = 1.0 - self.rate
+        shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
+        draw = keras.random.uniform(shape, seed=self.seed_generator, dtype=x.dtype)
+        return x * (ops.floor(keep + draw) / keep)  # floor(keep + U) is 1 with prob. keep
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="ablation")
 class TransformerBlock(layers.Layer):
     """Pre-norm encoder block: x + attention(norm(x)), then x + mlp(norm(x)).
 
     Args:
         attention: keyword arguments of :class:`MultiHeadSelfAttention`.
         mlp: keyword arguments of :class:`FeedForward`.
+        drop_path: stochastic-depth rate of both residual branches (:class:`DropPath`).
     """
 
-    def __init__(self, attention: dict, mlp: dict, **kwargs):
+    def __init__(self, attention: dict, mlp: dict, drop_path: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         self.attention_config = dict(attention)
         self.mlp_config = dict(mlp)
+        self.drop_path_rate = float(drop_path)
+        self.drop_path = DropPath(self.drop_path_rate, name="drop_path")
         self.attention_norm = layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="attention_norm")
         self.attention = MultiHeadSelfAttention(**self.attention_config, name="attention")
@@ -386,12 +426,14 @@ class TransformerBlock(layers.Layer):
             layer.build(input_shape)
 
     def call(self, tokens, training=None):
-        tokens = tokens + self.attention(self.attention_norm(tokens), training=training)
-        return tokens + self.mlp(self.mlp_norm(tokens), training=training)
+        branch = self.attention(self.attention_norm(tokens), training=training)
+        tokens = tokens + self.drop_path(branch, training=training)
+        branch = self.mlp(self.mlp_norm(tokens), training=training)
+        return tokens + self.drop_path(branch, training=training)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
     def get_config(self):
         return {**super().get_config(), "attention": self.attention_config,
-                "mlp": self.mlp_config}
+                "mlp": self.mlp_config, "drop_path": self.drop_path_rate}

@@ -32,13 +32,19 @@ def build_augmentation(
     rotation: float = 0.0,
     zoom: float = 0.0,
     seed: int | None = None,
+    **recipe,
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
 
     It lives inside the model so it runs on the accelerator with the rest of
     the step, and the data can stay plain numpy. The normalisation statistics
-    are adapted on ``normalization_data`` (the training split).
+    are adapted on ``normalization_data`` (the training split). ``recipe``
+    holds the official recipe's keys (crop, AutoAugment, erasing), built by
+    :func:`ablation.augment.recipe_layers` around the steps here.
     """
+    from ablation.augment import recipe_layers  # hook: the official recipe's layers
+
+    before, after = recipe_layers(recipe, seed=seed, image_size=image_size)
     normalization = layers.Normalization(name="normalization")
     if normalization_data is not None:
         normalization.adapt(normalization_data)
@@ -49,7 +55,7 @@ def build_augmentation(
         steps.append(layers.RandomRotation(rotation, seed=seed, name="rotation"))
     if zoom:
         steps.append(layers.RandomZoom(zoom, zoom, seed=seed, name="zoom"))
-    return keras.Sequential(steps, name="augmentation")
+    return keras.Sequential([*before, *steps, *after], name="augmentation")
 
 
 def build_vit(
@@ -76,6 +82,7 @@ def build_vit(
     temperature_per_head: bool = False,
     temperature_form: str = "divide",
     qkv_bias: bool = True,
+    drop_path: float = 0.0,
     augmentation: Mapping | None = None,
     normalization_data: np.ndarray | None = None,
     seed: int | None = None,
@@ -112,7 +119,7 @@ def build_vit(
     mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
                dropout=dropout)
     for i in range(depth):
-        tokens = TransformerBlock(attention, mlp, name=f"block_{i}")(tokens)
+        tokens = TransformerBlock(attention, mlp, drop_path=drop_path, name=f"block_{i}")(tokens)
     tokens = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(tokens)
     if pooling == "flatten":
         features = layers.Flatten(name="flatten")(tokens)

@@ -7,7 +7,6 @@ import sys
 from itertools import product
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy import stats
 
@@ -21,7 +20,7 @@ BASE_CONFIG = {"dataset": {"name": "cifar10"}, "model": {"name": "paper"},
 
 
 def record(root, spt, lsa, temp, seed, top1, top5=None, status="completed",
-           dataset="cifar10", model="paper", config=None, name=None):
+           dataset="cifar10", model="paper", config=None, name=None, extra=None):
     cfg = json.loads(json.dumps(config or BASE_CONFIG))
     cfg.update(spt=spt, lsa=lsa, learnable_temperature=temp, seed=seed)
     history = [{"epoch": e, "val/top1": top1 * e / 3, "temperature/block_0": 4.0 + e}
@@ -35,7 +34,8 @@ def record(root, spt, lsa, temp, seed, top1, top5=None, status="completed",
            "train_seconds": 10.0, "train_images_per_s": 100.0,
            "wandb": {"mode": "disabled", "group": "g"},
            "error": "TrainingDiverged: loss nan" if status == "failed" else None,
-           "finished_at": "2026-11-22T00:00:00+00:00"}
+           "finished_at": "2026-11-22T00:00:00+00:00", "data": {"test": 10000},
+           **(extra or {})}
     folder = root / (name or f"{int(spt)}{int(lsa)}{int(temp)}-s{seed}-{dataset}-{model}")
     write_record(folder, rec)
     return folder
@@ -58,22 +58,61 @@ def row(table, variant):
     return table[table["variant"] == variant].iloc[0]
 
 
-def test_means_deviations_gaps_and_bootstrap_bounds(four_by_three):
+def t_interval_by_hand(diffs):
+    """mean +- t(0.975, n-1) * sd / sqrt(n), with t from a printed table (n = 3: 4.303)."""
+    table = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}  # two-sided 95 %, df = n - 1
+    d = np.asarray(diffs, dtype=float)
+    half = table[len(d)] * d.std(ddof=1) / np.sqrt(len(d))
+    return d.mean() - half, d.mean() + half
+
+
+def test_means_deviations_gaps_and_t_intervals(four_by_three):
     table = comparison(load_runs(four_by_three))
     assert list(table["variant"]) == ["ViT", "SPT", "LSA (mask + temp.)", "SL-ViT"]
-    vit, spt = row(table, "ViT"), row(table, "SPT")
+    vit, spt, sl = row(table, "ViT"), row(table, "SPT"), row(table, "SL-ViT")
     assert vit["top1_mean"] == pytest.approx(52.0) and vit["top1_std"] == pytest.approx(2.0)
     assert vit["n"] == 3 and np.isnan(vit["d_top1"])
     assert spt["top1_mean"] == pytest.approx(100 * np.mean(TOP1[(True, False)]))
     assert spt["top1_std"] == pytest.approx(100 * np.std(TOP1[(True, False)], ddof=1))
-    # paired differences by seed: 3, 4, 1 -> mean 8/3. With three pairs the bootstrap
-    # mean equals the smallest (largest) difference with probability 1/27 > 2.5 %, so the
-    # 95 % percentile interval is exactly [1, 4].
+    # paired differences by seed: 3, 4, 1 -> mean 8/3, sd sqrt(7/3); a percentile
+    # bootstrap gave their range [1, 4] (75 % coverage); the t-interval is far wider.
     assert spt["d_top1"] == pytest.approx(8 / 3)
-    assert spt["d_top1_low"] == pytest.approx(1.0) and spt["d_top1_high"] == pytest.approx(4.0)
+    low, high = t_interval_by_hand([3, 4, 1])
+    assert (spt["d_top1_low"], spt["d_top1_high"]) == pytest.approx((low, high), abs=2e-3)
+    assert spt["d_top1_low"] < 0 < spt["d_top1_high"]          # [-1.13, +6.46]
     assert spt["d_top5"] == pytest.approx(8 / 3)  # top-5 = top-1 + 20 points here
-    again = comparison(load_runs(four_by_three))
-    pd.testing.assert_frame_equal(table, again)  # fixed random state: reproducible
+    low, high = t_interval_by_hand([8, 7, 6])
+    assert (sl["d_top1_low"], sl["d_top1_high"]) == pytest.approx((low, high), abs=2e-3)
+    assert sl["d_top1_low"] > 0                                # [+4.52, +9.48]
+    # the same against scipy's t quantile, to full precision
+    half = stats.t.ppf(0.975, 2) * 1.0 / np.sqrt(3)
+    assert sl["d_top1_high"] == pytest.approx(7 + half)
+
+
+def test_bold_marks_only_gaps_whose_interval_excludes_zero(four_by_three):
+    md = write_report(four_by_three, make_plots=False).markdown
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in md.splitlines() if line.startswith("| ") and line.count("|") == 13}
+    assert rows["SL-ViT"][7].startswith("**+7.00 [+4.52, +9.48]**")   # excludes zero
+    assert "**" not in rows["SPT"][7]                                 # [-1.13, +6.46]
+    for variant, cells in rows.items():  # never by rank: not accuracy, speed or time
+        assert not any("**" in cells[i] for i in (5, 6, 9, 10, 11)), variant
+    assert "95 % paired t-interval, n-1 df" in md
+    assert "1 test image = 0.01 pp (10,000 test images)" in md
+    assert "no spread" not in md
+
+
+def test_identical_differences_have_no_spread_and_say_so(tmp_path):
+    for seed, (base, spt) in enumerate([(0.50, 0.51), (0.60, 0.61)]):
+        record(tmp_path, False, False, False, seed, base)
+        record(tmp_path, True, False, False, seed, spt)
+    report = write_report(tmp_path, make_plots=False)
+    spt = row(report.table, "SPT")
+    assert spt["d_top1"] == pytest.approx(1.0)
+    assert spt["d_top1_low"] == pytest.approx(1.0) == spt["d_top1_high"]
+    assert spt["d_top1_no_spread"]
+    assert "| +1.00 [+1.00, +1.00] |" in report.markdown               # shown, not bold
+    assert "interval has no spread" in report.markdown
 
 
 def test_two_by_two_factorial_effects_match_a_hand_computation(four_by_three):
@@ -144,7 +183,7 @@ def test_failed_missing_and_corrupt_records(tmp_path, caplog):
     assert row(table, "SL-ViT")["status"] == "failed"
     assert row(table, "LSA (mask + temp.)")["status"] == "missing"
     md = write_report(tmp_path, make_plots=False).markdown
-    assert "| SPT | ✓ |  |  | 1 (+1 failed) | **60.00** |" in md  # best top-1: bold
+    assert "| SPT | ✓ |  |  | 1 (+1 failed) | 60.00 |" in md  # no bold by rank
     assert re.search(r"\| SL-ViT \|.*\| 0 \(\+1 failed\) \| failed \| failed \|", md)
     assert re.search(r"\| LSA \(mask \+ temp\.\) \|.*\| 0 \| missing \| missing \|", md)
 
@@ -197,10 +236,8 @@ def test_outputs_parse_back_to_the_same_numbers(four_by_three):
             if md_cells[0] != "ViT":
                 assert numbers(cells[7]) == pytest.approx(
                     [round(r[k], 2) for k in ("d_top1", "d_top1_low", "d_top1_high")])
-    best = table["top1_mean"].idxmax()
-    assert f"| {best} |" in next(m for m in md_rows if m.startswith(f"| {best} |"))
-    assert "**" in next(m for m in md_rows if m.startswith(f"| {best} |")).split("|")[6]
-    assert r"\textbf{" in next(t for t in tex_rows if t.startswith(best))
+    assert "**" in next(m for m in md_rows if m.startswith("| SL-ViT |")).split("|")[8]
+    assert r"\textbf{" in next(t for t in tex_rows if t.startswith("SL-ViT"))
     with open(four_by_three / "comparison.csv") as f:
         csv_rows = list(csv.DictReader(f))
     for r in csv_rows:
@@ -238,3 +275,55 @@ def test_reporting_again_updates_the_one_wandb_report_run(four_by_three, wandb_c
     assert earlier.name.endswith(first.wandb["id"]) and earlier.name != run_dir.name
     seen = wandb_inspect(wandb_cli, run_dir)
     assert seen["job_type"] == "report" and seen["group"] == "g" and seen["state"] == "finished"
+
+
+def test_exact_zero_effects_print_as_zero_and_one_seed_footnote_only_when_true(tmp_path):
+    # one seed per cell; SPT adds exactly nothing: its effect is 0, not 2.84e-14
+    for (spt, lsa), top1 in {(False, False): 0.5017, (True, False): 0.5017,
+                             (False, True): 0.5329, (True, True): 0.5329}.items():
+        record(tmp_path, spt, lsa, lsa, 0, top1)
+    report = write_report(tmp_path, make_plots=False)
+    effects = report.effects.set_index("term")
+    assert effects.loc["SPT", "top1_effect"] == 0.0
+    assert effects.loc["SPT x LSA (mask + temp.)", "top1_effect"] == 0.0
+    assert "e-1" not in (tmp_path / "factorial_effects.csv").read_text()
+    assert "No interval with one seed per cell" in report.markdown
+
+
+def test_no_one_seed_footnote_where_intervals_are_shown(four_by_three):
+    md = write_report(four_by_three, make_plots=False).markdown
+    assert "Factorial effects (3 seed(s))" in md
+    assert "No interval with one seed" not in md
+
+
+def test_equal_curves_stay_visible(four_by_three):
+    from ablation.report import plots
+
+    runs = load_runs(four_by_three)
+    runs["history"] = [[{"epoch": e, "val/top1": 0.1 * e} for e in (1, 2, 3)]] * len(runs)
+    plt, fig = plots.val_figure(comparison(runs), runs)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4                       # all equal, on top of each other
+    styles = {(str(line.get_linestyle()), line.get_marker(), line.get_markersize())
+              for line in lines}
+    assert len(styles) == 4                      # yet each drawn differently
+    plt.close(fig)
+
+
+def test_protocols_are_separate_labelled_blocks(tmp_path):
+    official = json.loads(json.dumps(BASE_CONFIG))
+    official["trainer"]["protocol"] = "official"
+    for seed in (0, 1):
+        record(tmp_path, False, False, False, seed, 0.50, name=f"h{seed}")   # older: no key
+        record(tmp_path, False, False, False, seed, 0.70, config=official, name=f"o{seed}",
+               extra={"protocol": "official", "trainable_params": 900,
+                      "metrics": {"test_top1": 0.70, "test_top5": 0.9,
+                                  "best_test_top1": 0.72, "best_test_epoch": 2}})
+    report = write_report(tmp_path, make_plots=False)
+    vit = report.table[report.table["variant"] == "ViT"].set_index("protocol")
+    assert vit["top1_mean"].to_dict() == pytest.approx({"holdout": 50.0, "official": 70.0})
+    assert set(vit["setting"]) == {""}           # the protocol is the block, not a setting
+    assert "## cifar10 × paper, holdout protocol" in report.markdown
+    assert "## cifar10 × paper, official protocol" in report.markdown
+    assert vit.loc["official", "trainable_params"] == 900
+    assert "| 900 |" in report.markdown and "| 1.0k* |" in report.markdown

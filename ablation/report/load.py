@@ -49,7 +49,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     Columns: the switches, ``variant``, ``dataset``, ``model``, ``setting``
     (the config keys that set this block apart, empty when there is one
     block), ``seed``, ``status``, test top-1/top-5 and best validation top-1
-    as fractions, ``params``, ``train_seconds``, ``train_images_per_s``,
+    as fractions, ``params``, ``trainable_params``, ``protocol``, ``test_images``
+    (the size of the test set), ``train_seconds``, ``train_images_per_s``,
     ``error``, W&B group and mode, ``history`` (per-epoch rows) and ``path``.
     """
     loaded = read_records(path)
@@ -64,6 +65,9 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "test_top1": metrics.get("test_top1"), "test_top5": metrics.get("test_top5"),
             "best_val_top1": metrics.get("best_val_top1"),
             "params": record.get("params"), "train_seconds": record.get("train_seconds"),
+            "trainable_params": record.get("trainable_params"),
+            "protocol": record_protocol(record),
+            "test_images": (record.get("data") or {}).get("test"),
             "train_images_per_s": record.get("train_images_per_s"),
             "error": record.get("error"),
             "wandb_group": (record.get("wandb") or {}).get("group"),
@@ -76,16 +80,26 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     runs = pd.DataFrame(rows)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
-    for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s"):
+    for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s",
+                "test_images", "trainable_params"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     return runs.reset_index(drop=True)
+
+
+def record_protocol(record: dict) -> str:
+    """``holdout`` (validation split, final-epoch test; records older than the key)
+    or ``official`` (no validation split, test every epoch)."""
+    return (record.get("protocol")
+            or ((record.get("config") or {}).get("trainer") or {}).get("protocol")
+            or "holdout")
 
 
 def _setting_labels(runs: pd.DataFrame) -> pd.Series:
     """``trainer.learning_rate=0.003`` for the keys that differ within a dataset x model."""
     labels = pd.Series("", index=runs.index)
-    for (dataset, model), block in runs.groupby(["dataset", "model"]):
-        keys = sorted(set().union(*block["_settings"].map(set)))
+    for (dataset, model, _), block in runs.groupby(["dataset", "model", "protocol"]):
+        # the protocol is a block of its own (never mixed), not a setting label
+        keys = sorted(set().union(*block["_settings"].map(set)) - {"trainer.protocol"})
         differing = [k for k in keys
                      if block["_settings"].map(lambda s, k=k: s.get(k)).nunique(dropna=False) > 1]
         if differing:
@@ -99,7 +113,7 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
 
 def _drop_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
     """One run per block, variant and seed: the latest completed one (then the latest)."""
-    key = ["dataset", "model", "setting", *SWITCHES, "seed"]
+    key = ["dataset", "model", "protocol", "setting", *SWITCHES, "seed"]
     ranked = runs.assign(_done=runs["status"].eq("completed")).sort_values(
         ["_done", "finished_at"])
     kept = ranked.drop_duplicates(key, keep="last")

@@ -80,22 +80,53 @@ def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataF
     return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
 
 
-def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
-    """Validation top-1 per epoch, one line per variant (mean over seeds)."""
+# One (line style, marker, marker size) per variant, in VARIANTS order: where two
+# variants' curves coincide, the one drawn later does not hide the other (different
+# dashes and markers, shrinking marker sizes so the earlier markers stay visible).
+LINE_STYLES = [("--", "o", 7), ("-", "s", 6.5), (":", "^", 6), ("-.", "v", 5.5),
+               ((0, (5, 1)), "D", 5), ((0, (3, 1, 1, 1)), "P", 4.5), ((0, (1, 1)), "X", 4),
+               ("-", "*", 3.5)]
+
+
+def line_style(label: str) -> dict:
+    """Matplotlib keyword arguments that tell this variant's line apart from the others."""
+    dashes, marker, size = LINE_STYLES[list(VARIANTS.values()).index(label) % len(LINE_STYLES)]
+    return {"linestyle": dashes, "marker": marker, "markersize": size,
+            "markerfacecolor": "none", "alpha": 0.9}
+
+
+def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
+    """``val/top1`` (holdout protocol), or ``test/top1`` per epoch (official protocol)."""
+    keys = {k for h in block_runs["history"] for row in h for k in row}
+    if "val/top1" in keys or "test/top1" not in keys:
+        return "val/top1", "validation top-1 (%)"
+    return "test/top1", "test top-1 (%), every epoch"
+
+
+def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
+    """The figure of :func:`val_curves` (open; the caller saves and closes it)."""
     plt = _pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
     fig, axes = _grid(plt, len(keys))
     for ax, key in zip(axes, keys):
-        for label, hist in _mean_history(_done(runs, key), lambda c: c == "val/top1").items():
-            ax.plot(hist.index, 100 * hist["val/top1"], marker=".", label=label,
-                    linestyle="--" if label == "ViT" else "-")
+        done = _done(runs, key)
+        metric, ylabel = _curve_metric(done)
+        for label, hist in _mean_history(done, lambda c, m=metric: c == m).items():
+            ax.plot(hist.index, 100 * hist[metric], label=label, **line_style(label))
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
-        ax.set_ylabel("validation top-1 (%)")
+        ax.set_ylabel(ylabel)
         ax.set_title(block_title(*key), fontsize=10)
         if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
             ax.legend(fontsize=7)
     fig.tight_layout()
+    return plt, fig
+
+
+def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Validation top-1 per epoch (test top-1 under the official protocol), one line
+    per variant (mean over seeds), each variant with its own dashes and markers."""
+    plt, fig = val_figure(table, runs)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -1,7 +1,10 @@
 """The comparison as text people paste: Markdown, LaTeX, HTML, and CSV.
 
-Percentages have two decimals as papers print them; the best value of each
-metric column in a block is bold. CSV keeps full precision for analysis.
+Percentages have two decimals as papers print them. Bold carries
+information, never rank: a Δ is bold when its 95 % paired t-interval
+excludes zero. Each block's caption says what one test image is worth in
+points, so a reader can tell a gap of a few images from a real one. CSV keeps
+full precision for analysis.
 """
 from __future__ import annotations
 
@@ -11,14 +14,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ablation.report.stats import excludes_zero
 from ablation.report.tables import BLOCK
 
 HEADER = ["Variant", "SPT", "LSA", "Temp.", "n", "Top-1 (%)", "Top-5 (%)",
           "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]
-# display column -> (comparison column, which value is best)
-BEST = {"Top-1 (%)": ("top1_mean", max), "Top-5 (%)": ("top5_mean", max),
-        "ΔTop-1 vs ViT": ("d_top1", max), "ΔTop-5 vs ViT": ("d_top5", max),
-        "Train img/s": ("images_per_s", max), "Train time": ("train_seconds", min)}
+# Params: trainable parameters (the normalisation layer's statistics are not).
+# display column -> comparison column prefix of a gap that may be bold
+GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Style:
 MARKDOWN = Style("✓", "", "—", "±", "**{}**")
 LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}",
               staticmethod(lambda s: s.replace("%", r"\%").replace("Δ", r"$\Delta$")
+                           .replace("±", r"$\pm$")
                            .replace("_", r"\_").replace("&", r"\&")))
 HTML = Style("✓", "", "—", "±", "<b>{}</b>", staticmethod(html.escape))
 
@@ -74,14 +78,47 @@ def duration(seconds) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.2f} h"
 
 
-def block_title(dataset, model, setting) -> str:
-    return f"{dataset} × {model}" + (f" ({setting})" if setting else "")
+def block_title(dataset, model, protocol, setting) -> str:
+    return (f"{dataset} × {model}, {protocol} protocol"
+            + (f" ({setting})" if setting else ""))
+
+
+PROTOCOLS = {
+    "holdout": "validation split held out of training; test accuracy after the final epoch",
+    "official": "trained on the whole training set; test set evaluated every epoch, "
+                "final-epoch accuracy shown (the official code reports the best epoch's: "
+                "best_test_top1 in the CSV)",
+}
+
+
+def image_worth(test_images) -> str:
+    """``1 test image = 0.01 pp`` for 10,000 test images."""
+    if not _finite(test_images) or not test_images:
+        return "test-set size unknown (older records)"
+    points = 100 / float(test_images)
+    text = f"{points:.2g}" if points < 0.1 else f"{points:.3g}"
+    return f"1 test image = {text} pp ({int(test_images):,} test images)"
+
+
+def caption(block: pd.DataFrame) -> str:
+    """What the numbers of one block mean: protocol, interval, bold, image worth."""
+    protocol = block["protocol"].iloc[0]
+    sizes = block["test_images"].dropna()
+    parts = [f"Protocol: {protocol} ({PROTOCOLS.get(protocol, 'as recorded')}).",
+             "Top-1/top-5: mean ± sample standard deviation over n seeds.",
+             "Δ: paired by seed against the plain ViT, [95 % paired t-interval, n-1 df] "
+             "when two or more seeds pair up; bold: the interval excludes zero.",
+             image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
+    if block[[f"{c}_no_spread" for c in GAPS.values()]].fillna(False).to_numpy().any():
+        parts.append("[x, x]: the paired differences were identical in every seed, so the "
+                     "interval has no spread: it measures nothing and is not bold.")
+    if (block["trainable_params"].isna() & block["params"].notna()).any():
+        parts.append("Params marked * are totals (older records lack the trainable count).")
+    return " ".join(parts)
 
 
 def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
-    """The block's rows as display strings, best values bold."""
-    best = {col: fn(v for v in block[src] if _finite(v)) if any(_finite(v) for v in block[src])
-            else None for col, (src, fn) in BEST.items()}
+    """The block's rows as display strings; a Δ bold where its interval excludes zero."""
     rows = []
     for _, r in block.iterrows():
         mark = lambda on: style.on if on else style.off  # noqa: E731
@@ -100,14 +137,14 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                                                         r["d_top1_high"], style),
             "ΔTop-5 vs ViT": "ref." if is_base else gap(r["d_top5"], r["d_top5_low"],
                                                         r["d_top5_high"], style),
-            "Params": params(r["params"]),
+            "Params": (params(r["trainable_params"]) if _finite(r["trainable_params"])
+                       else params(r["params"]) + ("*" if _finite(r["params"]) else "")),
             "Train img/s": f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"]) else "",
             "Train time": duration(r["train_seconds"]),
         }
-        for col, (src, _) in BEST.items():
-            value = r[src]
-            if best[col] is not None and _finite(value) and value == best[col] and not (
-                    is_base and col.startswith("Δ")):
+        for col, src in GAPS.items():
+            if not is_base and not r[f"{src}_no_spread"] and excludes_zero(
+                    r[f"{src}_low"], r[f"{src}_high"]):
                 cells[col] = style.bold.format(cells[col])
         rows.append([cells[h] for h in HEADER])
     return rows
@@ -123,12 +160,17 @@ def _factorial_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
 
 
 FACTORIAL_HEADER = ["Term", "Effect on top-1 (pp) [95% CI]", "Effect on top-5 (pp) [95% CI]"]
-NOTE = ("Top-1/top-5: mean ± sample standard deviation over n seeds (test split). "
-        "Δ: paired by seed against the plain ViT, with a 95% percentile-bootstrap "
-        "interval when two or more seeds pair up.")
+NOTE = ("Each block compares runs of one dataset, model, protocol and setting; "
+        "its caption says how to read it.")
 FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (seed as a block); "
-                  "effect = 2 × coefficient = mean change when the switch goes off → on. "
-                  "No interval with one seed per cell.")
+                  "effect = 2 × coefficient = mean change when the switch goes off → on.")
+NO_INTERVAL_NOTE = "No interval with one seed per cell: the fit has no residual to estimate one."
+
+
+def factorial_note(effects: pd.DataFrame) -> str:
+    """The effects' footnote; the one-seed remark only where a block really has one seed."""
+    one_seed = not effects.empty and bool((effects["seeds"] == 1).any())
+    return FACTORIAL_NOTE + (" " + NO_INTERVAL_NOTE if one_seed else "")
 
 
 def _md_table(header, rows) -> str:
@@ -140,21 +182,23 @@ def _md_table(header, rows) -> str:
 def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
     for key, block in table.groupby(BLOCK, sort=False):
-        parts += [f"## {block_title(*key)}", "", _md_table(HEADER, display_rows(block, MARKDOWN)), ""]
+        parts += [f"## {block_title(*key)}", "", _md_table(HEADER, display_rows(block, MARKDOWN)),
+                  "", caption(block), ""]
         mine = _select(effects, key)
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
                       _md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
     if not effects.empty:
-        parts += [FACTORIAL_NOTE, ""]
+        parts += [factorial_note(effects), ""]
     return "\n".join(parts)
 
 
 def _select(effects: pd.DataFrame, key) -> pd.DataFrame:
     if effects.empty:
         return effects
-    mask = (effects["dataset"] == key[0]) & (effects["model"] == key[1]) & (
-        effects["setting"] == key[2])
+    mask = True
+    for column, value in zip(BLOCK, key):
+        mask = mask & (effects[column] == value)
     return effects[mask]
 
 
@@ -163,7 +207,7 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     out = [f"% {NOTE}"]
     for key, block in table.groupby(BLOCK, sort=False):
         out += [r"\begin{table}[t]", r"\centering", r"\small",
-                rf"\caption{{{LATEX.escape(block_title(*key))}}}",
+                rf"\caption{{{LATEX.escape(block_title(*key) + '. ' + caption(block))}}}",
                 r"\begin{tabular}{l" + "c" * (len(HEADER) - 1) + "}", r"\toprule",
                 " & ".join(LATEX.escape(h) for h in HEADER) + r" \\", r"\midrule"]
         out += [" & ".join(row) + r" \\" for row in display_rows(block, LATEX)]
@@ -192,10 +236,11 @@ def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
              f"<h1>Ablation: top-1 / top-5 against the plain ViT</h1><p>{html.escape(NOTE)}</p>"]
     for key, block in table.groupby(BLOCK, sort=False):
         parts += [f"<h2>{html.escape(block_title(*key))}</h2>",
-                  _html_table(HEADER, display_rows(block, HTML))]
+                  _html_table(HEADER, display_rows(block, HTML)),
+                  f"<p>{html.escape(caption(block))}</p>"]
         mine = _select(effects, key)
         if not mine.empty:
             parts.append(_html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
     if not effects.empty:
-        parts.append(f"<p>{html.escape(FACTORIAL_NOTE)}</p>")
+        parts.append(f"<p>{html.escape(factorial_note(effects))}</p>")
     return "\n".join(parts) + "\n"

@@ -26,7 +26,9 @@ VARIANTS: dict[tuple[bool, bool, bool], str] = {
 }
 BASELINE = (False, False, False)
 PAPER_FOUR = [(False, False, False), (True, False, False), (False, True, True), (True, True, True)]
-BLOCK = ["dataset", "model", "setting"]
+# Runs are compared only within a block; the protocol is part of it, so a
+# holdout run and an official-protocol run never share a table.
+BLOCK = ["dataset", "model", "protocol", "setting"]
 FACTOR_LABELS = {"spt": "SPT", "lsa": "LSA mask", "learnable_temperature": "Temp.",
                  "lsa+temp": "LSA (mask + temp.)"}
 
@@ -42,7 +44,7 @@ def expected_variants(block: pd.DataFrame) -> list[tuple[bool, bool, bool]]:
 
 
 def blocks(runs: pd.DataFrame):
-    """(dataset, model, setting), runs: in a stable order."""
+    """(dataset, model, protocol, setting), runs: in a stable order."""
     return runs.groupby(BLOCK, sort=True, dropna=False)
 
 
@@ -50,11 +52,14 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per block and variant; accuracies and gaps in percentage points.
 
     Gaps are paired by seed against the block's plain ViT; ``*_low``/``*_high``
-    are the 95 % bootstrap interval (NaN with fewer than two pairs).
+    are the paired 95 % t-interval (n - 1 df; NaN with fewer than two pairs) and
+    ``*_no_spread`` is true where every paired difference was the same (a
+    zero-wide interval that measures nothing). ``test_images`` is the block's
+    test-set size (one image = 100 / test_images points).
     ``status`` is ``ok``, ``failed`` (runs exist, none completed) or ``missing``.
     """
     rows = []
-    for (dataset, model, setting), block in blocks(runs):
+    for (dataset, model, protocol, setting), block in blocks(runs):
         keys = _switches(block)
         done = block[block["status"] == "completed"]
         done_keys = keys[done.index]
@@ -62,7 +67,7 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
         for variant in expected_variants(block):
             mine = block[keys == variant]
             ok = done[done_keys == variant].set_index("seed")
-            row = {"dataset": dataset, "model": model, "setting": setting,
+            row = {"dataset": dataset, "model": model, "protocol": protocol, "setting": setting,
                    "variant": VARIANTS[variant],
                    **dict(zip(SWITCHES, variant)),
                    "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
@@ -72,13 +77,19 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
                 row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
                 row[f"{name}_std"] = values.std(ddof=1) if len(ok) > 1 else np.nan
                 if variant == BASELINE or base.empty or not len(ok):
-                    gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0}
+                    gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0,
+                           "no_spread": False}
                 else:
                     gap = paired_gap(values, 100 * base[metric])
                 row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
                     gap["gap"], gap["low"], gap["high"])
+                row[f"d_{name}_no_spread"] = gap["no_spread"]
                 row["pairs"] = gap["pairs"]
             row["params"] = ok["params"].iloc[0] if len(ok) else np.nan
+            trainable = ok["trainable_params"].dropna()  # older records lack it
+            row["trainable_params"] = trainable.iloc[0] if len(trainable) else np.nan
+            sizes = done["test_images"].dropna()
+            row["test_images"] = sizes.iloc[0] if len(sizes) else np.nan
             row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
             row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
             rows.append(row)
@@ -105,7 +116,7 @@ def factorial_design(block: pd.DataFrame) -> list[str] | None:
 def factorial(runs: pd.DataFrame) -> pd.DataFrame:
     """Main effects and interactions per block holding a full factorial (percentage points)."""
     out = []
-    for (dataset, model, setting), block in blocks(runs):
+    for (dataset, model, protocol, setting), block in blocks(runs):
         factors = factorial_design(block)
         if factors is None:
             continue
@@ -123,6 +134,7 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
         labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp"] if tied else FACTOR_LABELS["lsa"])
         table["term"] = [" x ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
         table.insert(0, "setting", setting)
+        table.insert(0, "protocol", protocol)
         table.insert(0, "model", model)
         table.insert(0, "dataset", dataset)
         table["seeds"] = done["seed"].nunique()

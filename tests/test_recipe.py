@@ -1,0 +1,196 @@
+"""The paper's recipe, piece by piece: each config key does what it says."""
+
+import keras
+import numpy as np
+import pytest
+
+from ablation.layers import DropPath, TransformerBlock
+from ablation.pipeline import Mixer, TrainingBatches, one_hot, training_batches
+from ablation.train import compile_model, learning_rate_schedule
+from conftest import compose
+
+
+def constant_batch(n=8, side=8):
+    """Image i is the constant i, labelled class i: every pixel says where it came from."""
+    x = np.stack([np.full((side, side, 3), float(i)) for i in range(n)]).astype(np.float32)
+    return x, one_hot(np.arange(n), n)
+
+
+def test_cutmix_labels_mix_in_proportion_to_the_pasted_area():
+    x, y = constant_batch()
+    mixed_any = False
+    for seed in range(4):
+        images, targets = Mixer(1.0, seed=seed).apply("cutmix", x, y)
+        for i in range(len(x)):
+            values, counts = np.unique(images[i], return_counts=True)
+            share = dict(zip(values.astype(int), counts / images[i].size))
+            assert targets[i].sum() == pytest.approx(1.0)
+            for cls, weight in enumerate(targets[i]):
+                assert weight == pytest.approx(share.get(cls, 0.0), abs=1e-6)
+            mixed_any |= len(share) > 1
+    assert mixed_any
+
+
+def test_mixup_labels_mix_in_proportion_to_lambda():
+    x, y = constant_batch()
+    images, targets = Mixer(1.0, seed=3).apply("mixup", x, y)
+    for i in range(len(x)):
+        own = targets[i, i]
+        partner = int(np.argmax(np.where(np.arange(len(x)) == i, -1, targets[i]))) \
+            if own < 1 else i
+        # pixel = lambda * i + (1 - lambda) * partner, label = lambda on i, 1 - lambda on partner
+        assert images[i, 0, 0, 0] == pytest.approx(own * i + (1 - own) * partner, abs=1e-4)
+        assert targets[i].sum() == pytest.approx(1.0)
+    assert (targets.max(axis=1) < 1).any()
+
+
+def test_mixing_probability_and_half_each():
+    mixer = Mixer(0.5, seed=0)
+    kinds = [mixer.choose() for _ in range(4000)]
+    assert kinds.count(None) / 4000 == pytest.approx(0.5, abs=0.03)
+    assert kinds.count("cutmix") / 4000 == pytest.approx(0.25, abs=0.03)
+
+
+def test_drop_path_drops_whole_branches_at_the_rate_in_training_only():
+    layer = DropPath(0.25, seed=0)
+    x = np.ones((4000, 5, 3), dtype=np.float32)
+    out = keras.ops.convert_to_numpy(layer(x, training=True))
+    per_sample = out.reshape(len(x), -1)
+    dropped = (per_sample == 0).all(axis=1)
+    kept = np.isclose(per_sample, 1 / 0.75).all(axis=1)
+    assert (dropped | kept).all()                        # whole branch, never part of one
+    assert dropped.mean() == pytest.approx(0.25, abs=0.03)
+    assert (keras.ops.convert_to_numpy(layer(x, training=False)) == x).all()
+    assert DropPath.from_config(layer.get_config()).rate == 0.25
+
+
+def test_transformer_block_drops_both_branches():
+    block = TransformerBlock({"num_heads": 2, "key_dim": 4}, {"hidden_units": [8],
+                             "output_units": 8}, drop_path=0.95)
+    x = np.random.default_rng(0).normal(size=(400, 5, 8)).astype(np.float32)
+    train = keras.ops.convert_to_numpy(block(x, training=True))
+    unchanged = np.isclose(train, x).all(axis=(1, 2)).mean()
+    assert unchanged == pytest.approx(0.95 ** 2, abs=0.05)   # both branches dropped
+    assert not np.isclose(keras.ops.convert_to_numpy(block(x, training=False)), x).all()
+    assert block.get_config()["drop_path"] == 0.95
+
+
+def test_label_smoothing_changes_the_loss_as_defined():
+    k, eps = 4, 0.1
+    model = keras.Sequential([keras.Input((k,)), keras.layers.Identity()])
+    trainer = {"epochs": 1, "warmup_fraction": 0.0, "learning_rate": 1e-3,
+               "weight_decay": 0.0, "label_smoothing": eps}
+    compile_model(model, trainer, 1, k, soft_targets=True)
+    logits = np.array([[2.0, 0.5, -1.0, 0.0]], dtype=np.float32)
+    target = one_hot(np.array([0]), k)
+    log_p = logits[0] - np.log(np.exp(logits[0]).sum())
+    smoothed = (1 - eps) * target[0] + eps / k              # the definition
+    loss = float(keras.ops.convert_to_numpy(model.loss(target, logits)))
+    assert loss == pytest.approx(-(smoothed * log_p).sum(), rel=1e-5)
+    assert -(smoothed * log_p).sum() != pytest.approx(-log_p[0], rel=1e-3)
+
+
+def test_passes_per_epoch_triple_the_steps_and_the_order_is_reproducible():
+    x = np.zeros((100, 4, 4, 1), np.float32)
+    y = np.arange(100) % 10
+    one = training_batches(x, y, 10, {"batch_size": 10}, {}, seed=0)
+    three = training_batches(x, y, 10, {"batch_size": 10, "passes_per_epoch": 3}, {}, seed=0)
+    assert (len(one), len(three)) == (10, 30)
+    assert sorted(three.order.tolist()) == sorted(list(range(100)) * 3)
+    again = TrainingBatches(x, y, 10, 10, passes=3, seed=0)
+    assert (again.order == three.order).all()
+    three.on_epoch_end()
+    assert (three.order != again.order).any()             # a new order each epoch
+    assert (TrainingBatches(x, y, 10, 10, passes=3, seed=0, initial_epoch=1).order
+            == three.order).all()                          # and the same one after a resume
+
+
+def test_schedule_warms_up_for_warmup_epochs_and_ends_at_the_floor():
+    trainer = {"epochs": 100, "learning_rate": 1e-3, "warmup_epochs": 10,
+               "warmup_fraction": 0.1, "min_learning_rate": 1e-6}
+    steps = 7
+    schedule = learning_rate_schedule(trainer, steps)
+    lr = lambda step: float(keras.ops.convert_to_numpy(schedule(step)))  # noqa: E731
+    assert lr(10 * steps) == pytest.approx(1e-3)                  # peak after 10 epochs
+    assert lr(0) == pytest.approx(1e-6)                           # from the floor, as official
+    assert lr(5 * steps) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2)  # linear warm-up
+    assert lr(100 * steps) == pytest.approx(1e-6, rel=1e-3)       # floor at the end
+    assert lr(55 * steps) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2, rel=1e-3)  # cosine mid
+
+
+def test_presets_compose():
+    for name, classes_path, size, patch in (("paper_cifar100", "cifar100", 32, 4),
+                                            ("paper_cifar10", "cifar10", 32, 4),
+                                            ("paper_tiny_imagenet", "image_folder", 64, 8)):
+        cfg = compose(f"experiment={name}")
+        assert cfg.dataset.name == classes_path and cfg.model.name == "paper"
+        assert (cfg.model.image_size, cfg.model.patch_size) == (size, patch)
+        assert cfg.trainer.passes_per_epoch == 3 and cfg.trainer.protocol == "official"
+        assert cfg.trainer.label_smoothing == 0.1 and cfg.model.drop_path == 0.1
+        assert cfg.augmentation.policy == "autoaugment"
+        assert not cfg.model.qkv_bias and cfg.model.temperature_form == "multiply"
+    assert compose("experiment=paper_tiny_imagenet").dataset.image_size == 64
+
+
+def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(tmp_path):
+    from ablation.train import run_job
+
+    cfg = compose("experiment=smoke", "trainer.epochs=2", "trainer.verbose=0",
+                  "trainer.protocol=official", "trainer.label_smoothing=0.1",
+                  "trainer.passes_per_epoch=2", "+augmentation.mixing.probability=0.5",
+                  "model.drop_path=0.1", "wandb.mode=disabled", "trainer.checkpoint=false",
+                  "dataset.limit_train=300", "dataset.limit_test=100", "model.depth=1")
+    record = run_job(cfg, tmp_path)
+    assert record["status"] == "completed" and record["protocol"] == "official"
+    assert record["data"]["train"] == 300 and record["data"]["val"] == 0
+    metrics = record["metrics"]
+    tops = [row["test/top1"] for row in record["history"]]
+    assert len(tops) == 2 and "val/top1" not in record["history"][0]
+    assert metrics["best_test_top1"] == max(tops)
+    assert metrics["best_test_epoch"] == 1 + tops.index(max(tops))
+    assert metrics["test_top1"] == pytest.approx(tops[-1], abs=1e-6)  # final = last epoch's
+    assert 0 < record["trainable_params"] < record["params"]          # minus normalisation
+    assert record["params"] - record["trainable_params"] == 2 * 1 + 1  # mean, var, count
+
+
+def test_paper_augmentation_runs_in_training_only():
+    from ablation.model import build_augmentation
+
+    x = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype(np.float32)
+    aug = build_augmentation(16, x, crop_padding=4, policy="autoaugment", random_erasing=0.25,
+                             mixing={"probability": 0.5}, seed=0)  # mixing: the pipeline's
+    names = [layer.name for layer in aug.layers]
+    assert names == ["random_crop", "autoaugment", "normalization", "resize", "flip",
+                     "random_erasing"]
+    normalised = keras.ops.convert_to_numpy(aug.get_layer("normalization")(x))
+    assert np.allclose(keras.ops.convert_to_numpy(aug(x, training=False)), normalised)
+    assert not np.allclose(keras.ops.convert_to_numpy(aug(x, training=True)), normalised)
+    rand = build_augmentation(16, x, policy="randaugment", seed=0)   # the option
+    assert rand.layers[0].name == "randaugment"
+    assert not np.allclose(keras.ops.convert_to_numpy(rand(x, training=True)),
+                           keras.ops.convert_to_numpy(rand(x, training=False)))
+    with pytest.raises(ValueError, match="augmentation.policy"):
+        build_augmentation(16, x, policy="autoaugmnt")
+
+
+def test_mixed_batches_depend_only_on_seed_epoch_and_index():
+    x = np.random.default_rng(0).integers(0, 256, (64, 8, 8, 3)).astype(np.float32)
+    y = np.arange(64) % 10
+    make = lambda: TrainingBatches(x, y, 10, 16, mixer=Mixer(1.0, seed=0), seed=5)  # noqa: E731
+    a, b = make(), make()
+    for i in (2, 0, 3, 1):  # any order, as parallel workers ask
+        (xa, ya), (xb, yb) = a[i], b[i]
+        assert np.array_equal(xa, xb) and np.array_equal(ya, yb)
+    assert not np.array_equal(a[0][0], x[a.order[:16]])  # and mixed they are
+
+
+def test_tiny_imagenet_preset_has_the_official_trainable_parameter_counts():
+    from ablation.model import build_model
+    from ablation.train import trainable_count
+
+    # official Tiny-ImageNet models (the paper's "2.8M / 2.9M"): ViT and SL-ViT
+    for switches, expected in (("spt=false", "lsa=false"), 2_756_744), \
+                              (("spt=true", "lsa=true"), 2_906_228):
+        cfg = compose("experiment=paper_tiny_imagenet", *switches)
+        model = build_model(cfg, 200, (64, 64, 3))
+        assert trainable_count(model) == expected
