@@ -28,9 +28,12 @@ class EpochMetrics(keras.callbacks.Callback):
     evaluation and the first epoch's graph tracing.
     """
 
-    def __init__(self, tracker: Tracker | None = None):
+    def __init__(self, tracker: Tracker | None = None, extras=()):
         super().__init__()
         self.tracker = tracker or Tracker()
+        # Callables model -> {name: number} whose values join each row
+        # (e.g. the locality diagnostics); timed outside ``epoch_seconds``.
+        self.extras = list(extras)
         self.history: list[dict] = []
         self.train_phase_seconds: list[float] = []
         self._epoch_start = self._train_end = None
@@ -52,6 +55,8 @@ class EpochMetrics(keras.callbacks.Callback):
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         row.update(temperatures(self.model))
         row["epoch_seconds"] = now - self._epoch_start
+        for extra in self.extras:
+            row.update(extra(self.model))
         self.history.append(row)
         self.tracker.log(row, step=epoch + 1)
         self._epoch_start = None

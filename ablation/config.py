@@ -115,7 +115,7 @@ def folder_suffix(overrides: str) -> str:
 NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
                  "name", "results_dir", "resume", "trainer.verbose", "dataset.path",
                  "dataset.search_paths"}
-NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.")
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 
 
 def _flatten(config: Mapping, prefix: str = "") -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 import keras
 from omegaconf import DictConfig, OmegaConf
 
+from ablation import diagnostics
 from ablation.callbacks import EpochMetrics
 from ablation.checkpoint import Checkpoint, EpochCheckpoint, load_checkpoint
 from ablation.checkpoint import remove as remove_checkpoint
@@ -85,7 +86,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     trainer = config["trainer"]
     seed = int(config["seed"])
     batch = int(trainer["batch_size"])
-    epochs = EpochMetrics(tracker)
+    probe = diagnostics.from_config(config, data.x_test, batch)
+    epochs = EpochMetrics(tracker, extras=diagnostics.epoch_extras(probe, config))
     if resume_from is None:
         keras.utils.set_random_seed(seed)
         model = build_model(config, data.num_classes, data.input_shape,
@@ -142,6 +144,11 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
                  "test": len(data.x_test), "input_shape": list(data.input_shape),
                  "num_classes": data.num_classes},
     }
+    if probe is not None:  # locality of the final model (issue 10)
+        measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
+        tracker.summarize(diagnostics.summary_metrics(measured["diagnostics"]))
+        tracker.table("locality/heads", *diagnostics.rows_table(measured["diagnostics"]),
+                      step=len(epochs.history))
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],
@@ -170,6 +177,7 @@ def base_record(config: Mapping) -> dict:
         "history": [],
         "params": None,
         "resumed_from_epoch": None,
+        "diagnostics": None,
         "train_seconds": None,
         "train_images_per_s": None,
         "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
