@@ -205,9 +205,13 @@ class LocalityProbe:
         started = time.perf_counter()
         rows, cols, patch = patch_geometry(model)
         found = blocks(model)
-        keep = tuple(map_blocks(len(found))) if maps and self.attention_maps else ()
+        # One sub-model (one trace) for both uses: the maps are cheap to compute.
+        keep = tuple(map_blocks(len(found))) if self.attention_maps else ()
         stats = self._statistics_model(model, keep)
-        out = stats.predict(self.images, batch_size=self.batch_size, verbose=0)
+        # predict_on_batch per batch: a quarter of predict()'s overhead (no data adapter).
+        parts = [stats.predict_on_batch(self.images[i:i + self.batch_size])
+                 for i in range(0, len(self.images), self.batch_size)]
+        out = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
         num_tokens = found[0].input.shape[1]
         result = {
             "probe_images": int(len(self.images)),
@@ -216,7 +220,7 @@ class LocalityProbe:
                 for i in range(len(found))],
             "geometry": {"rows": rows, "cols": cols, "patch_size": patch},
         }
-        if keep:
+        if keep and maps:
             result["maps"] = {i: np.asarray(out[f"{i}/map"][:self.attention_maps])
                               .reshape(-1, rows, cols) for i in keep}
         self.seconds.append(time.perf_counter() - started)

@@ -38,7 +38,9 @@ NOTE = ("Locality, on the same probe test images for every run: mean attention d
         "and attention entropy normalised by ln(keys attended) (1 = uniform), each averaged "
         "over layers and heads; mean ± sd over seeds; Δ paired by seed against the plain ViT "
         "with the same interval as accuracy. The paper's claim: SPT and LSA make attention "
-        "more local (lower distance) and LSA's temperature sharper (lower entropy).")
+        "more local (lower distance) and LSA's temperature sharper (lower entropy). "
+        "Mind that the LSA mask moves the weight a token gave itself (distance 0) onto "
+        "other patches, which raises the mean distance by itself.")
 
 
 def _diagnostics(path: str) -> dict | None:
