@@ -5,8 +5,8 @@
 
 Builds the configured model, times ``--steps`` training steps after a warm-up
 (synthetic images of the dataset's shape: only the time matters) and projects
-an epoch (train steps plus validation at a third of a step per batch is left
-out, so the ratio is an upper bound), then times the probe pass over
+an epoch from them (validation left out, so the ratio is an upper bound),
+then times the probe pass over
 ``diagnostics.probe_images`` images after its own warm-up. Prints both and
 their ratio. ``--real-smoke`` instead trains the smoke preset for real and
 reads ``epoch_seconds`` and ``locality/seconds`` from its history.
@@ -78,8 +78,9 @@ def real_smoke(args) -> None:
     rows = record["history"][1:] or record["history"]  # the first epoch includes tracing
     epoch = float(np.mean([r["epoch_seconds"] for r in rows]))
     cost = float(np.mean([r["locality/seconds"] for r in rows]))
-    print(f"smoke preset ({record['model']}, {record['dataset']}, "
-          f"{record['diagnostics']['probe_images']} probe images), epochs 2..{len(record['history'])}:")
+    probes = record["diagnostics"]["probe_images"]
+    print(f"smoke preset ({record['model']}, {record['dataset']}, {probes} probe images), "
+          f"epochs 2..{len(record['history'])}:")
     print(f"epoch {epoch:.3f} s, probe pass {cost:.3f} s = {100 * cost / epoch:.1f} % of an epoch")
 
 

@@ -199,6 +199,8 @@ def validate(cfg: Mapping) -> None:
             f"model.image_size={model['image_size']}")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
+    if "diagnostics" in cfg and as_bool(cfg["diagnostics"]["enabled"], "diagnostics.enabled"):
+        _positive(cfg, "diagnostics.probe_images", int)
     fraction = cfg["dataset"]["validation_fraction"]
     if not 0 < fraction < 1:
         raise ConfigError(f"dataset.validation_fraction={fraction!r} must be in (0, 1)")

@@ -162,3 +162,16 @@ def test_runs_with_and_without_diagnostics_report_together(tmp_path):
     assert {"locality_distance.png", "locality_entropy.png", "attention_maps.png",
             "locality.csv"} <= names
     assert rows
+
+
+def test_bad_probe_count_is_refused_before_training():
+    from ablation.config import ConfigError, validate
+    from conftest import compose
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(compose("experiment=smoke", "diagnostics.probe_images=0"),
+                                    resolve=True)
+    with pytest.raises(ConfigError, match="diagnostics.probe_images=0 must be a positive"):
+        validate(config)
+    config["diagnostics"]["enabled"] = False
+    validate(config)  # off: the count does not matter
