@@ -36,8 +36,7 @@ import numpy as np
 from keras import ops
 
 from ablation.layers import TransformerBlock
-
-ATTENTION_MAPS_FILE = "attention_maps.npz"
+from ablation.records import ATTENTION_MAPS_FILE
 QUANTITIES = ("entropy", "normalized_entropy", "mean_distance_px", "self_attention")
 # The two per-layer means logged every epoch (history rows, W&B).
 EPOCH_QUANTITIES = ("mean_distance_px", "normalized_entropy")

@@ -21,6 +21,8 @@ RECORD_FILENAME = "run.json"
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
 STATUSES = ("completed", "failed")
+# The locality diagnostics' attention maps beside the record (ablation.diagnostics).
+ATTENTION_MAPS_FILE = "attention_maps.npz"
 
 
 def _finite(value: Any) -> Any:

@@ -23,8 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.diagnostics import ATTENTION_MAPS_FILE
-from ablation.records import RecordError, read_record
+from ablation.records import ATTENTION_MAPS_FILE, RecordError, read_record
 from ablation.report.render import HTML, LATEX, MARKDOWN, Style, block_title, gap
 from ablation.report.stats import factorial_effects, paired_gap
 from ablation.report.tables import (BASELINE, BLOCK, FACTOR_LABELS, VARIANTS, blocks,
