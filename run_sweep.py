@@ -10,22 +10,37 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
-# Keep TensorFlow's C++ start-up chatter out of the sweep's output.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from ablation.native_log import quiet_by_default, quiet_native_stderr
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+# Keep TensorFlow's C++ start-up chatter out of the sweep's output
+# (VIT_ABLATION_DEBUG=1 shows it): before anything imports TensorFlow.
+quiet_by_default()
 
-from ablation.config import ConfigError, register_resolvers, scrub_file, switches, validate
-from ablation.data import DataError, check_source
-from ablation.device import configure as configure_device
-from ablation.hydra_callbacks import SWEEP_SIZE_ENV
-from ablation.records import RECORD_FILENAME
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from ablation.config import (ConfigError, register_resolvers, scrub_file,  # noqa: E402
+                             switches, validate)
+from ablation.data import DataError, check_source  # noqa: E402
+from ablation.device import configure as configure_device  # noqa: E402
+from ablation.hydra_callbacks import SWEEP_SIZE_ENV  # noqa: E402
+from ablation.outputs import remove_created  # noqa: E402
+from ablation.preflight import check_group_options, redact_argv  # noqa: E402
+from ablation.records import RECORD_FILENAME  # noqa: E402
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 register_resolvers()
 log = logging.getLogger("vit-ablation")
+
+
+def refuse(error: Exception, output_dir: str) -> SystemExit:
+    """Bad input: one line, exit 2, and the folders this command created removed."""
+    log.error("%s", error)
+    remove_created(output_dir)
+    return SystemExit(2)
 
 
 def progress_line(cfg: DictConfig) -> str:
@@ -52,21 +67,20 @@ def main(cfg: DictConfig) -> float | None:
         scrub_file(os.path.join(output_dir, hydra_cfg.output_subdir or ".hydra", saved))
     if hydra_cfg.mode.name == "MULTIRUN":
         scrub_file(os.path.join(hydra_cfg.sweep.dir, "multirun.yaml"))
-    try:
+    try:  # checked before Hydra wrote anything (SweepStart); again here for any launcher
         validate(plain := OmegaConf.to_container(cfg, resolve=True))  # before Keras loads
         check_source(plain["dataset"])
     except (ConfigError, DataError) as e:
-        log.error("%s", e)  # bad input: one line, nothing trained, nothing written
-        raise SystemExit(2) from None
+        raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
-    configure_device(cfg.gpu)
-    from ablation.train import run_job, write_failure
+    with quiet_native_stderr():  # TensorFlow's import and first device query
+        configure_device(cfg.gpu)
+        from ablation.train import run_job, write_failure
 
     try:
         record = run_job(cfg, output_dir)
-    except (ConfigError, DataError) as e:
-        log.error("%s", e)
-        raise SystemExit(2) from None
+    except (ConfigError, DataError) as e:  # e.g. no network for a download, a bad archive
+        raise refuse(e, output_dir) from None
     except Exception as e:
         # run_job has written the failed record and marked the W&B run failed;
         # should it have failed before it could, a record still says so.
@@ -83,4 +97,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    # A secret-named override's value is never needed: hide it from Hydra,
+    # its saved files, its job lines, folder names and wandb's copy of argv.
+    sys.argv = redact_argv(sys.argv)
+    try:
+        check_group_options(sys.argv[1:], CONF_DIR)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main())

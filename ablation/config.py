@@ -37,13 +37,35 @@ def redact(value):
     return value
 
 
+# The whole value: a quoted string (either quote, with escapes), else the rest
+# of the line, whatever it holds (spaces, commas, ``=``): over-redacting a line
+# of a saved file is harmless, leaking the second half of a key is not.
 _SECRET_ASSIGNMENT = re.compile(
-    rf"((?<![\w.+-])(?:[\w.+-]*[_.+-])?{_SECRET_WORDS}\s*[:=]\s*)([^\s,\]]+)", re.IGNORECASE)
+    rf"((?<![\w.+-])(?:[\w.+-]*[_.+-])?{_SECRET_WORDS}['\"]?\s*[:=]\s*)"
+    r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|[^\n]*[^\s])""", re.IGNORECASE)
 
 
 def scrub_text(text: str) -> str:
-    """Hide the values in ``key: value`` / ``key=value`` where the key looks secret."""
+    """Hide the whole value in ``key: value`` / ``key=value`` where the key looks secret."""
     return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def _override_key(arg: str) -> str | None:
+    """``wandb.api_key`` for ``+wandb.api_key=...``; None for flags and non-overrides."""
+    if arg.startswith("-") or "=" not in arg:
+        return None
+    return arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the whole value of every secret-named override replaced."""
+    out = []
+    for arg in argv:
+        key = _override_key(arg)
+        if key and SECRET_KEY.search(key):
+            arg = f"{arg.split('=', 1)[0]}='{REDACTED}'"
+        out.append(arg)
+    return out
 
 
 def scrub_file(path) -> None:
@@ -99,15 +121,80 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("suffix", folder_suffix)
 
 
+def split_overrides(text: str) -> list[str]:
+    """Hydra's ``override_dirname`` split at its commas, not at those inside
+    quotes or brackets (``a='x,y',b=[1,2]`` is two overrides)."""
+    items, current, quote, depth, escaped = [], [], None, 0, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    items.append("".join(current))
+    return [item for item in items if item]
+
+
 def folder_suffix(overrides: str) -> str:
     """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty.
 
-    Overrides of secret-looking keys are left out: a folder name is no place
-    for a key passed on the command line.
+    Overrides of secret-looking keys are left out, whole: a folder name is no
+    place for a key passed on the command line.
     """
-    kept = [item for item in str(overrides or "").split(",")
-            if item and not SECRET_KEY.search(item.split("=", 1)[0].lstrip("+~"))]
+    kept = [item for item in split_overrides(str(overrides or ""))
+            if not SECRET_KEY.search(item.split("=", 1)[0].lstrip("+~"))]
     return "_" + ",".join(kept) if kept else ""
+
+
+MAX_NAME_LENGTH = 120          # name, sweep_id, run_name
+MAX_FOLDER_NAME_LENGTH = 200   # a job folder: run_name plus the overrides that name it
+
+
+def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> None:
+    """Refuse a value that is to become one path component but could escape its
+    folder or name a hidden or unusable one. ``key`` None: the job folder's name."""
+    text = str(value)
+    problem = None
+    if not text:
+        problem = "it is empty"
+    elif "/" in text or "\\" in text:
+        problem = "it contains a path separator"
+    elif text.startswith("."):
+        problem = "it starts with a dot"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in text):
+        problem = "it contains a control character"
+    elif len(text) > limit:
+        problem = f"it is {len(text)} characters long (at most {limit})"
+    if problem and key is None:
+        raise ConfigError(
+            f"the job folder name {text!r} (run_name and the command-line overrides that "
+            f"name it) cannot name a folder ({problem}): give that value without '/' or "
+            f"leading '.', or set it in a config file instead of on the command line")
+    if problem:
+        raise ConfigError(
+            f"{key}={text!r} cannot name a folder ({problem}): use a plain name such as "
+            f"name=my-sweep, no '/', no leading '.', at most {limit} characters")
+
+
+def check_folder_names(config: Mapping, job_folder: str) -> None:
+    """``name``, ``sweep_id``, ``run_name`` and the job folder's name, before
+    anything is written under them."""
+    for key in ("name", "sweep_id", "run_name"):
+        if config.get(key) is not None:
+            check_folder_name(key, config[key])
+    check_folder_name(None, job_folder, MAX_FOLDER_NAME_LENGTH)
 
 
 # Config keys that may differ between runs of one comparison (flattened, dotted):
@@ -197,6 +284,10 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
+    form = model.get("temperature_form", "divide")
+    if form not in ("divide", "multiply"):
+        raise ConfigError(f"model.temperature_form={form!r} is not one of divide, multiply")
+    as_bool(model.get("qkv_bias", True), "model.qkv_bias")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
     if "diagnostics" in cfg and as_bool(cfg["diagnostics"]["enabled"], "diagnostics.enabled"):

@@ -12,6 +12,8 @@ import gzip
 import logging
 import pickle
 import tarfile
+import zlib
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,20 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".ti
 
 
 class DataError(RuntimeError):
-    """A dataset that cannot be loaded; the message says how to fix it."""
+    """A dataset that cannot be loaded; the message (one line) says how to fix it."""
+
+
+def one_line(error: BaseException, limit: int = 160) -> str:
+    """``Type: message`` on one line, shortened at a word boundary if long.
+
+    Library errors can span lines (``tarfile`` lists every method it tried)
+    or run on (a URL and a socket error); a refusal must stay one line that
+    still ends in what to do.
+    """
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " ..."
+    return text
 
 
 @dataclass
@@ -98,9 +113,9 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
             x_test, y_test = images_labels(read("test_batch"))
             names = read("batches.meta")[b"label_names"]
     except (OSError, EOFError, KeyError, ValueError, pickle.UnpicklingError,
-            tarfile.TarError) as e:
+            tarfile.TarError, zlib.error) as e:
         raise DataError(
-            f"{path} is not a readable {folder} archive ({type(e).__name__}: {e}); "
+            f"{path} is not a readable {folder} archive ({one_line(e)}); "
             f"re-download it or point dataset.path at a good copy") from e
     return x_train, y_train, x_test, y_test, [n.decode() for n in names]
 
@@ -108,8 +123,12 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
 def _read_idx(path: Path) -> np.ndarray:
     """One IDX file (the MNIST format), gzipped or not."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(f"{path} is not readable ({one_line(e)}); re-download it or point "
+                        f"dataset.path at a good copy") from e
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 8:
         raise DataError(f"{path} is not an IDX file of unsigned bytes")
     ndim = data[3]
@@ -145,7 +164,7 @@ def _download(name: str, load: Callable[[], tuple]) -> tuple:
         return load()
     except Exception as e:  # urllib, socket and HTTP errors all end up here
         raise DataError(
-            f"could not download {name} ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+            f"could not download {name} ({one_line(e)}); "
             f"offline, set dataset.path to a local copy, or use dataset=digits "
             f"(ships with scikit-learn) or dataset=fashion_mnist (Debian's "
             f"dataset-fashion-mnist)") from e
@@ -208,10 +227,14 @@ def _read_image_tree(root: Path, classes: list[str], size: int, channels: int):
 
     mode = "L" if channels == 1 else "RGB"
     images, labels = [], []
+    not_images = Counter()  # suffix -> files skipped for not being images
     for label, name in enumerate(classes):
         folder = root / name
-        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) \
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".")) \
             if folder.is_dir() else []
+        files = [p for p in entries if p.suffix.lower() in IMAGE_SUFFIXES]
+        not_images.update(p.suffix.lower() or "(no suffix)" for p in entries
+                          if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
         count = 0
         for file in files:
             try:
@@ -226,6 +249,11 @@ def _read_image_tree(root: Path, classes: list[str], size: int, channels: int):
         if count == 0 and folder.is_dir():
             raise DataError(f"class folder {folder} has no readable images "
                             f"({', '.join(IMAGE_SUFFIXES)})")
+    if not_images:
+        kinds = ", ".join(f"{n} {suffix}" for suffix, n in sorted(not_images.items()))
+        log.warning("skipped %d file(s) in the class folders of %s that are not images (%s); "
+                    "only %s are read", sum(not_images.values()), root, kinds,
+                    " ".join(IMAGE_SUFFIXES))
     return np.stack(images), np.asarray(labels, dtype=np.int64)
 
 

@@ -40,34 +40,65 @@ def job_configs(config) -> list[tuple[dict, Path]]:
 
 
 class SweepStart(Callback):
-    """Before any job trains: check every job's config, and count the jobs.
+    """Before Hydra writes anything: check every job's config, and count the jobs.
 
-    A bad value anywhere in the sweep stops it here with one line, so it never
-    costs the jobs before it. The count travels in an environment variable
+    A bad value anywhere in the sweep (or in a single run) stops it here with
+    one line and exit 2, before Hydra creates a folder, so it leaves nothing
+    behind and never costs the jobs before it. The folders about to be created
+    are noted (:mod:`ablation.outputs`) so a job that refuses its data later
+    can remove exactly those. The count travels in an environment variable
     (launchers with worker processes pass it on) for the ``[3/4]`` lines.
     """
 
-    def on_multirun_start(self, config, **kwargs) -> None:
-        from ablation.config import ConfigError
-        from ablation.data import DataError
+    def on_run_start(self, config, **kwargs) -> None:
+        from omegaconf import OmegaConf
 
-        try:
+        def run():
+            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                     for k, v in config.items() if k != "hydra"}
+            return [(plain, Path(str(config.hydra.run.dir)))]
+        self._check(run)
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        def sweep():
             jobs = job_configs(config)
             os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
+            return jobs
+        self._check(sweep, Path(str(config.hydra.sweep.dir)))
+
+    @staticmethod
+    def _check(jobs_of, sweep_dir: Path | None = None) -> None:
+        from ablation.config import ConfigError
+        from ablation.data import DataError
+        from ablation.outputs import note_missing
+
+        try:
+            jobs = jobs_of()
             check_jobs(jobs)
         except (ConfigError, DataError) as e:
             log.error("%s", e)
             raise SystemExit(2) from None
+        note_missing([*([sweep_dir] if sweep_dir else []), *(folder for _, folder in jobs)])
+
+
+def job_folder_name(job: dict, folder: Path) -> str:
+    """What the job adds below ``results_dir/sweep_id`` (normally one component;
+    a separator inside a value shows up here as several)."""
+    base = Path(str(job.get("results_dir", ""))) / str(job.get("sweep_id", ""))
+    if folder.parts[:len(base.parts)] == base.parts:
+        return "/".join(folder.parts[len(base.parts):])
+    return folder.name
 
 
 def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
     """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
-    from ablation.config import ConfigError, check_same_config, validate
+    from ablation.config import ConfigError, check_folder_names, check_same_config, validate
     from ablation.data import check_source
     from ablation.records import earlier_run
 
-    for job, _ in jobs:
+    for job, folder in jobs:
         validate(job)
+        check_folder_names(job, job_folder_name(job, folder))
         check_source(job["dataset"])
     sweep_dirs = {folder.parent for _, folder in jobs}
     if len(sweep_dirs) > 1:

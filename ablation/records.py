@@ -3,7 +3,8 @@
 Hydra keeps no return values, so each job leaves this file in its output
 folder and the reporter reads only these files. It is written atomically
 (temporary file, fsync, rename), so a reader never sees half a record and a
-crash never leaves a corrupt one behind.
+crash never leaves a corrupt one behind. The writer and the reader check it
+against one declared schema (:mod:`ablation.schema`).
 """
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from ablation.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
+           "RecordError", "write_record",
+           "read_record", "find_records", "read_state", "earlier_run"]
+
 RECORD_FILENAME = "run.json"
 # An unfinished run's last checkpoint (see ablation.checkpoint): its state file
 # is read without Keras to decide, before training, whether a run may resume.
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
-STATUSES = ("completed", "failed")
 # The locality diagnostics' attention maps beside the record (ablation.diagnostics).
 ATTENTION_MAPS_FILE = "attention_maps.npz"
 
@@ -36,13 +41,30 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_record(directory: str | Path, record: dict) -> Path:
-    """Write ``record`` to ``directory/run.json`` atomically; returns the path."""
+    """Write ``record`` to ``directory/run.json`` atomically; returns the path.
+
+    The record is checked against the schema first (what is checked is the
+    JSON written), so a record the reporter would refuse is never written:
+    :class:`RecordError` names the field. The file gets the mode every other
+    output gets (0666 less the umask), not ``mkstemp``'s private 0600.
+    """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     text = json.dumps(_finite(record), indent=2, allow_nan=False, default=str)
+    try:
+        validate_record(json.loads(text))
+    except SchemaError as e:
+        raise RecordError(f"refusing to write {directory / RECORD_FILENAME}: {e}") from None
+    directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".run.", suffix=".json.tmp", dir=directory)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             f.write(text + "\n")
             f.flush()
@@ -56,10 +78,8 @@ def write_record(directory: str | Path, record: dict) -> Path:
 
 
 class RecordError(ValueError):
-    """A ``run.json`` that is unreadable, partial or of an unknown schema."""
-
-
-REQUIRED_KEYS = ("schema", "status", "switches", "dataset", "model", "seed", "config")
+    """A ``run.json`` that is unreadable, partial, of an unknown schema or of wrong
+    types; the message (one line) names the file and the field."""
 
 
 def read_record(path: str | Path) -> dict:
@@ -69,16 +89,10 @@ def read_record(path: str | Path) -> dict:
         record = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not readable JSON ({e})") from e
-    if not isinstance(record, dict):
-        raise RecordError(f"{path}: not a JSON object")
-    if record.get("schema") != SCHEMA_VERSION:
-        raise RecordError(f"{path}: unknown schema {record.get('schema')!r} "
-                          f"(this version reads {SCHEMA_VERSION})")
-    missing = [k for k in REQUIRED_KEYS if k not in record]
-    if missing:
-        raise RecordError(f"{path}: missing {', '.join(missing)}")
-    if record["status"] not in STATUSES:
-        raise RecordError(f"{path}: unknown status {record['status']!r}")
+    try:
+        validate_record(record)
+    except SchemaError as e:
+        raise RecordError(f"{path}: {e}") from None
     return record
 
 

@@ -1,6 +1,6 @@
 """Bad input through the real command line: refused before any training, one
-clear message naming the key, the value and what is allowed, a non-zero exit,
-and nothing written."""
+clear message naming the key, the value and what is allowed, exit 2, and no
+file or folder left that was not there before (results_dir included)."""
 import numpy as np
 import pytest
 from PIL import Image
@@ -9,9 +9,18 @@ from conftest import run_cli
 from test_data import make_cifar_archive
 
 CASES = {
-    "unknown dataset": (["dataset=imagenet22k"], "Could not find 'dataset/imagenet22k'"),
-    "unknown model": (["model=huge"], "Could not find 'model/huge'"),
-    "unknown experiment": (["experiment=nope"], "Could not find 'experiment/nope'"),
+    "unknown dataset": (["dataset=imagenet22k"],
+                        "dataset=imagenet22k is unknown: the dataset options are cifar10, "
+                        "cifar100, digits, fashion_mnist, image_folder, mnist"),
+    "unknown model": (["model=huge"],
+                      "model=huge is unknown: the model options are keras_io, paper, tiny"),
+    "unknown experiment": (["experiment=nope"],
+                           "experiment=nope is unknown: the experiment options are "),
+    "name escapes results_dir": (["name=../../etc"], "name='../../etc' cannot name a folder "
+                                 "(it contains a path separator)"),
+    "override with a separator names the job folder": (
+        ["+trainer.note=a/b"], "the job folder name 'spt+lsa+temp-s0_+trainer.note=a/b' (run_name "
+                               "and the command-line overrides that name it) cannot name a folder"),
     "switch not a boolean": (["lsa=maybe"], "lsa='maybe' is not a boolean: use lsa=true or lsa=false"),
     "patch does not divide image": (["model.patch_size=5"],
                                     "model.patch_size=5 does not divide model.image_size=16"),
@@ -30,27 +39,38 @@ CASES = {
 }
 
 
-def assert_refused(result, message, tmp_path):
+def listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def assert_refused(result, message, tmp_path, before=()):
+    """Exit 2, the message on one line of its own, nothing trained, and the
+    folder's listing what it was before (``before``: an empty folder by default)."""
     out = result.stdout + result.stderr
-    assert result.returncode != 0
+    assert result.returncode == 2, out[-2000:]
     assert message in out, out[-2000:]
+    lines = [line for line in out.splitlines() if message in line]
+    assert len(lines) == 1 and len(lines[0]) < 400 and "Traceback" not in out, out[-2000:]
     assert "Epoch 1" not in out
-    assert not list(tmp_path.rglob("run.json"))
+    assert listing(tmp_path) == list(before), listing(tmp_path)
 
 
 @pytest.mark.parametrize("overrides, message", CASES.values(), ids=CASES.keys())
 def test_bad_value_is_refused_before_training(tmp_path, overrides, message):
-    result = run_cli("experiment=smoke", f"results_dir={tmp_path}", "wandb.mode=offline",
+    result = run_cli("experiment=smoke", f"results_dir={tmp_path}/results", "wandb.mode=offline",
                      *overrides)
     assert_refused(result, message, tmp_path)
-    line = next(line for line in (result.stdout + result.stderr).splitlines() if message in line)
-    assert len(line) < 300  # one line, not a traceback
 
 
-def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path):
-    result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}", "trainer.epochs=1",
-                     "lsa=true,false", "spt=true,maybe")
-    assert_refused(result, "spt='maybe' is not a boolean", tmp_path)
+@pytest.mark.parametrize("overrides, message", [
+    (["spt=true,maybe"], "spt='maybe' is not a boolean"),
+    (["model=tiny,huge"], "model=huge is unknown: the model options are"),
+    (["name=../../etc"], "name='../../etc' cannot name a folder"),
+], ids=["switch", "group option", "name"])
+def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path, overrides, message):
+    result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                     "trainer.epochs=1", "lsa=true,false", *overrides)
+    assert_refused(result, message, tmp_path)
 
 
 def test_class_folder_without_readable_images(tmp_path):
@@ -65,11 +85,19 @@ def test_class_folder_without_readable_images(tmp_path):
     assert_refused(result, f"class folder {data}/dogs has no readable images", out)
 
 
-def test_truncated_cifar_archive(tmp_path):
-    archive = tmp_path / "cifar-10-python.tar.gz"
+@pytest.mark.parametrize("multirun", [False, True], ids=["single run", "multirun"])
+def test_truncated_cifar_archive(tmp_path, multirun):
+    """Found only when the job loads its data, after Hydra made its folders:
+    those this command created are removed, what was there before is kept."""
+    archive = tmp_path / "data" / "cifar-10-python.tar.gz"
+    archive.parent.mkdir()
     make_cifar_archive(archive, fine=False)
     archive.write_bytes(archive.read_bytes()[:5000])
     out = tmp_path / "out"
-    result = run_cli("experiment=smoke", f"results_dir={out}", "dataset=cifar10",
-                     f"dataset.path={archive}")
-    assert_refused(result, "is not a readable cifar-10-batches-py archive", out)
+    (out / "earlier").mkdir(parents=True)
+    (out / "earlier" / "notes.txt").write_text("kept")
+    before = listing(tmp_path)
+    result = run_cli(*(["-m", "seed=0,1"] if multirun else []), "experiment=smoke",
+                     f"results_dir={out}", "dataset=cifar10", f"dataset.path={archive}")
+    assert_refused(result, "is not a readable cifar-10-batches-py archive", tmp_path, before)
+    assert "re-download it or point dataset.path at a good copy" in result.stdout + result.stderr

@@ -90,7 +90,7 @@ def test_cifar_download_failing_offline_stops_before_training(tmp_path):
     # A real download attempt through a proxy that refuses: the network path, no mock.
     refused = "http://127.0.0.1:9"
     result = run_cli("dataset=cifar100", "model=tiny", "wandb.mode=offline",
-                     f"results_dir={tmp_path}",
+                     f"results_dir={tmp_path}/results",
                      env={"KERAS_HOME": str(tmp_path / "keras"), "https_proxy": refused,
                           "HTTPS_PROXY": refused, "http_proxy": refused, "HTTP_PROXY": refused},
                      timeout=300)
@@ -98,7 +98,11 @@ def test_cifar_download_failing_offline_stops_before_training(tmp_path):
     assert result.returncode != 0
     assert "could not download CIFAR-100" in out and "dataset.path" in out
     assert "Epoch 1" not in out
-    assert not list(tmp_path.rglob("run.json"))
+    assert result.returncode == 2
+    # one complete line that ends in what to do, and no folder left behind
+    (line,) = [line for line in out.splitlines() if "could not download" in line]
+    assert line.endswith("dataset=fashion_mnist (Debian's dataset-fashion-mnist)")
+    assert not (tmp_path / "results").exists()
 
 
 def write_idx(path, array):

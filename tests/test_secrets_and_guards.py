@@ -1,0 +1,170 @@
+"""Secrets, folder names, refusals and native log lines: the command line's guards.
+
+One command-line sweep carries secret values in every quoting style Hydra
+accepts; each token must be absent from the whole results tree (records,
+Hydra's saved files, logs, W&B files, folder names) and from the terminal.
+The rest are in-process checks of the pieces the refusals are made of.
+"""
+import logging
+import os
+
+import pytest
+
+from ablation.config import (ConfigError, check_folder_name, folder_suffix, redact, scrub_text,
+                             split_overrides)
+from ablation.data import DataError, _download, read_cifar
+from ablation.native_log import quiet_native_stderr
+from ablation.outputs import note_missing, remove_created
+from ablation.preflight import check_group_options, redact_argv
+from conftest import ROOT, run_cli
+
+# Each value has two tokens; each must vanish, not only the first.
+SECRET_ARGS = {
+    "+wandb.api_key='SECRETAAA SECRETBBB'": ("SECRETAAA", "SECRETBBB"),     # single quotes
+    '+trainer.token="TOK111,TOK222"': ("TOK111", "TOK222"),                # double quotes, comma
+    r"+report.password=PWQ111\ PWQ222": ("PWQ111", "PWQ222"),               # escaped space
+    "+gpu.secret=KEYE111=KEYE222 KEYE333": ("KEYE111", "KEYE222", "KEYE333"),  # '=' and space
+    "+wandb.credentials='QQ111\\'QQ222'": ("QQ111", "QQ222"),             # escaped quote
+}
+TOKENS = [t for tokens in SECRET_ARGS.values() for t in tokens]
+
+
+def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_path):
+    out = tmp_path / "results"
+    result = run_cli("-m", "experiment=smoke", f"results_dir={out}", "trainer.epochs=1",
+                     "dataset.limit_train=256", "dataset.limit_test=64", "trainer.verbose=0",
+                     "wandb.mode=offline", "report.after_sweep=false", *SECRET_ARGS)
+    terminal = result.stdout + result.stderr
+    assert result.returncode == 0, terminal[-3000:]
+    assert "#0 : " in terminal  # Hydra's job line, which echoes the overrides
+    files = [p for p in out.rglob("*")]
+    assert any(p.name == "run.json" for p in files) and any(p.suffix == ".wandb" for p in files)
+    assert any(p.name == "multirun.yaml" for p in files)
+    for token in TOKENS:
+        assert token not in terminal, token
+        for path in files:
+            assert token not in str(path), path
+            if path.is_file():
+                assert token.encode() not in path.read_bytes(), (token, path)
+    # TensorFlow's C++ start-up lines stay out unless VIT_ABLATION_DEBUG asks for them
+    assert "cudart_stub" not in terminal and "cuInit" not in terminal
+    assert "absl::InitializeLog" not in terminal
+
+
+@pytest.mark.parametrize("arg", SECRET_ARGS)
+def test_argv_redaction_replaces_the_whole_value(arg):
+    (redacted,) = redact_argv([arg])
+    assert redacted == arg.split("=", 1)[0] + "='***redacted***'"
+    assert redact_argv(["-m", "seed=0,1", "trainer.tokens_per_step=3"]) == [
+        "-m", "seed=0,1", "trainer.tokens_per_step=3"]
+
+
+@pytest.mark.parametrize("text", [
+    "- +wandb.api_key=SECRETAAA SECRETBBB", "api_key: 'SECRETAAA, SECRETBBB'",
+    'token: "SECRETAAA \\" SECRETBBB"', "override_dirname: +trainer.token=SECRETAAA,SECRETBBB",
+    "password=SECRETAAA=SECRETBBB"])
+def test_saved_files_lose_the_whole_value(text):
+    scrubbed = scrub_text(f"seed: 0\n{text}\nlsa: true\n")
+    assert "SECRETAAA" not in scrubbed and "SECRETBBB" not in scrubbed
+    assert scrubbed.startswith("seed: 0\n") and scrubbed.endswith("\nlsa: true\n")
+    assert redact({"wandb": {"api_key": "A B"}}) == {"wandb": {"api_key": "***redacted***"}}
+
+
+def test_secret_overrides_never_name_folders():
+    assert split_overrides("a='x,y',b=[1,2],c=3") == ["a='x,y'", "b=[1,2]", "c=3"]
+    assert folder_suffix("+trainer.token='TOK111,TOK222',trainer.learning_rate=0.1") == \
+        "_trainer.learning_rate=0.1"
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("../../etc", "path separator"), ("a\\b", "path separator"), ("..", "starts with a dot"),
+    (".hidden", "starts with a dot"), ("", "empty"), ("a\nb", "control character"),
+    ("x" * 121, "121 characters")])
+def test_folder_names(value, problem):
+    with pytest.raises(ConfigError, match=problem):
+        check_folder_name("name", value)
+    check_folder_name("name", "smoke-2026.11_lr=0.1,seed+1")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["hydra/launcher=nope"], "hydra/launcher=nope is unknown: the hydra/launcher options are "
+                              "basic, joblib"),
+    (["-m", "seed=0,1", "dataset=digits,nope"], "dataset=nope is unknown: the dataset options"),
+])
+def test_unknown_group_options_from_the_config_folder_and_plugins(args, message):
+    with pytest.raises(ConfigError, match=message):
+        check_group_options(args, ROOT / "conf")
+    check_group_options(["-m", "hydra/launcher=joblib", "dataset=digits,cifar10", "seed=0,1"],
+                        ROOT / "conf")
+
+
+def test_only_folders_this_command_created_are_removed(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIT_ABLATION_NEW_FOLDERS", raising=False)
+    kept = tmp_path / "results" / "old-sweep" / "vit-s0"
+    kept.mkdir(parents=True)
+    (kept / "run.json").write_text("{}")
+    new_job = tmp_path / "results" / "new-sweep" / "vit-s0"
+    other_new = tmp_path / "results" / "new-sweep" / "spt-s0"
+    note_missing([tmp_path / "results" / "new-sweep", new_job, other_new, kept])
+    for job in (new_job, other_new):
+        (job / ".hydra").mkdir(parents=True)
+    (new_job.parent / "multirun.yaml").write_text("x")
+    (other_new / "run.json").write_text("{}")   # a job of this sweep that finished
+    remove_created(new_job)
+    assert not new_job.exists() and other_new.exists() and (kept / "run.json").exists()
+    remove_created(other_new)  # now the sweep folder holds only Hydra's bookkeeping
+    assert not (tmp_path / "results" / "new-sweep").exists()
+    remove_created(kept)       # existed before: never removed
+    assert (kept / "run.json").exists()
+
+
+def test_refusals_are_one_complete_line(tmp_path):
+    def offline():
+        raise Exception("URL fetch failure on https://www.cs.toronto.edu/~kriz/cifar-10-python"
+                        ".tar.gz: None -- [Errno -2] Name or service not known\nmore\n" + "x" * 300)
+    with pytest.raises(DataError) as error:
+        _download("CIFAR-10", offline)
+    message = str(error.value)
+    assert "\n" not in message and "Name or service not known" in message
+    assert message.endswith("dataset=fashion_mnist (Debian's dataset-fashion-mnist)")
+    not_a_tar = tmp_path / "cifar-10-python.tar.gz"
+    not_a_tar.write_bytes(b"this is not an archive at all" * 10)
+    with pytest.raises(DataError) as error:
+        read_cifar(not_a_tar, fine=False)
+    assert "\n" not in str(error.value)
+    assert str(error.value).endswith("re-download it or point dataset.path at a good copy")
+
+
+def test_native_log_lines_are_dropped_and_others_kept(capfd, monkeypatch):
+    monkeypatch.delenv("VIT_ABLATION_DEBUG", raising=False)
+    native = (b"WARNING: All log messages before absl::InitializeLog() is called are written to "
+              b"STDERR\nI0000 00:00:1795366846.926888    5836 cudart_stub.cc:31] Could not find "
+              b"cuda drivers on your machine, GPU will not be used.\nE0000 00:00:1795366853.973241"
+              b"    5836 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n")
+    with quiet_native_stderr():
+        os.write(2, native + b"a Python warning\n")
+    assert capfd.readouterr().err == "a Python warning\n"
+    monkeypatch.setenv("VIT_ABLATION_DEBUG", "1")
+    with quiet_native_stderr():
+        os.write(2, native)
+    assert "cudart_stub" in capfd.readouterr().err
+
+
+def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
+    import numpy as np
+    from PIL import Image
+
+    from ablation.data import load_image_folder
+
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / cls / f"{i}.png")
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    (tmp_path / "b" / "labels.txt").write_text("x")
+    (tmp_path / "b" / "meta.csv").write_text("x")
+    with caplog.at_level(logging.WARNING):
+        load_image_folder({"path": str(tmp_path), "image_size": 8, "channels": 3,
+                           "test_fraction": 0.34, "split_seed": 0})
+    lines = [r.getMessage() for r in caplog.records if "not images" in r.getMessage()]
+    assert len(lines) == 1 and "skipped 3 file(s)" in lines[0] and "1 .csv, 2 .txt" in lines[0]
