@@ -31,10 +31,14 @@ class EpochMetrics(keras.callbacks.Callback):
     throughput cover the whole training, not only its last attempt.
     """
 
-    def __init__(self, tracker: Tracker | None = None, validation_name: str = "val"):
+    def __init__(self, tracker: Tracker | None = None, validation_name: str = "val",
+                 extras=()):
         super().__init__()
         self.tracker = tracker or Tracker()
         self.validation_name = validation_name
+        # Callables model -> {name: number} whose values join each row
+        # (e.g. the locality diagnostics); timed outside ``epoch_seconds``.
+        self.extras = list(extras)
         self.history: list[dict] = []
         self.train_phase_seconds: list[float] = []
         self.attempt_starts: list[int] = []  # epochs done when each fit began: [0, resumes...]
@@ -99,6 +103,8 @@ class EpochMetrics(keras.callbacks.Callback):
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         row.update(temperatures(self.model))
         row["epoch_seconds"] = now - self._epoch_start
+        for extra in self.extras:
+            row.update(extra(self.model))
         self.history.append(row)
         self.tracker.log(row, step=epoch + 1)
         self._epoch_start = None

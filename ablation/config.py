@@ -202,7 +202,7 @@ def check_folder_names(config: Mapping, job_folder: str) -> None:
 NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
                  "name", "results_dir", "resume", "trainer.verbose", "dataset.path",
                  "dataset.search_paths"}
-NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.")
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 
 
 def _flatten(config: Mapping, prefix: str = "") -> dict:
@@ -300,6 +300,8 @@ def validate(cfg: Mapping) -> None:
     as_bool(model.get("qkv_bias", True), "model.qkv_bias")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
+    if "diagnostics" in cfg and as_bool(cfg["diagnostics"]["enabled"], "diagnostics.enabled"):
+        _positive(cfg, "diagnostics.probe_images", int)
     fraction = cfg["dataset"]["validation_fraction"]
     if not 0 < fraction < 1:
         raise ConfigError(f"dataset.validation_fraction={fraction!r} must be in (0, 1)")

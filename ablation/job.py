@@ -73,6 +73,7 @@ def base_record(config: Mapping) -> dict:
         "params": None,
         "epochs_completed": 0,
         "resumed_from_epoch": None,
+        "diagnostics": None,
         "resumed_from_epochs": [],
         "train_seconds": None,
         "train_images_per_s": None,

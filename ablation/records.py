@@ -26,6 +26,8 @@ RECORD_FILENAME = "run.json"
 # is read without Keras to decide, before training, whether a run may resume.
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
+# The locality diagnostics' attention maps beside the record (ablation.diagnostics).
+ATTENTION_MAPS_FILE = "attention_maps.npz"
 
 
 def _finite(value: Any) -> Any:

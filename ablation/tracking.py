@@ -46,6 +46,9 @@ class Tracker:
     def summarize(self, metrics: Mapping) -> None:
         pass
 
+    def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
+        """A table (e.g. per-head locality values), logged at ``step``."""
+
     def info(self) -> dict:
         return {"id": None, "dir": None, "mode": self.mode}
 
@@ -71,6 +74,11 @@ class WandbTracker(Tracker):
 
     def summarize(self, metrics: Mapping) -> None:
         self.run.summary.update(dict(metrics))
+
+    def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
+        import wandb
+
+        self.run.log({name: wandb.Table(columns=list(columns), data=rows)}, step=step)
 
     def info(self) -> dict:
         run_dir = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>

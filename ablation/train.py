@@ -15,6 +15,7 @@ from pathlib import Path
 
 import keras
 
+from ablation import diagnostics
 from ablation.callbacks import EpochMetrics
 from ablation.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.config import redact
@@ -127,6 +128,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     epochs = progress if progress is not None else EpochMetrics()
     epochs.tracker = tracker
     epochs.validation_name = "test" if official else "val"
+    probe = diagnostics.from_config(config, data.x_test, batch)
+    epochs.extras = diagnostics.epoch_extras(probe, config)
     if resume_from is None:
         keras.utils.set_random_seed(seed)
         model = build_model(config, data.num_classes, data.input_shape,
@@ -204,6 +207,11 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
                  "test": len(data.x_test), "input_shape": list(data.input_shape),
                  "num_classes": data.num_classes},
     }
+    if probe is not None:  # locality of the final model (issue 10)
+        measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
+        tracker.summarize(diagnostics.summary_metrics(measured["diagnostics"]))
+        tracker.table("locality/heads", *diagnostics.rows_table(measured["diagnostics"]),
+                      step=len(epochs.history))
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],

@@ -49,18 +49,30 @@ def test_four_job_smoke_sweep_writes_records_and_wandb_runs(tmp_path, wandb_cli)
         assert seen["summary"]["params"] == record["params"]
         assert ("temperature/block_0" in seen["summary"]) is switches[2]
         assert len(seen["history_records"]) == 2
+        # locality diagnostics (issue 10): per epoch, per layer, and the summary
+        assert record["diagnostics"]["probe_images"] > 0
+        assert len(record["diagnostics"]["layers"]) == record["config"]["model"]["depth"]
+        assert (run_dir / "attention_maps.npz").is_file()
+        rows = [h["history"]["item"] for h in seen["history_records"]]
+        assert all("locality/block_1/mean_distance_px" in row for row in rows)
+        assert rows[-1]["locality/heads._type"] == "table-file"  # per-head wandb.Table
+        assert seen["summary"]["locality/normalized_entropy"] == pytest.approx(
+            record["diagnostics"]["summary"]["normalized_entropy"])
+        assert (seen["summary"]["locality/self_attention"] == 0) is switches[1]
     # the resolved config in the record is plain JSON that reproduces the run
     assert json.dumps(records[0]["config"])
 
     # The sweep ends with the report, next to it, and a W&B `report` run in its group.
     sweep_dir = sweep_dirs.pop()
     for name in ("comparison.md", "comparison.csv", "comparison.tex", "comparison.html",
-                 "top1.png", "val_top1.png", "temperature.png"):
+                 "top1.png", "val_top1.png", "temperature.png", "locality.csv",
+                 "locality_distance.png", "locality_entropy.png", "attention_maps.png"):
         assert (sweep_dir / name).is_file(), name
     md = (sweep_dir / "comparison.md").read_text()
     for variant in ("| ViT |", "| SPT |", "| LSA (mask + temp.) |", "| SL-ViT |"):
         assert variant in md
     assert "| ViT |  |  |  | 1 |" in md and "Factorial effects" in md
+    assert "## Locality: digits × tiny" in md and "Factorial effects on locality" in md
     assert "| SL-ViT |" in result.stdout  # printed in the terminal too
     (report_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
     report = wandb_inspect(wandb_cli, report_dir)

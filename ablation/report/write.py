@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ablation.report import plots, render
+from ablation.report import locality, plots, render
 from ablation.report.load import load_runs
 from ablation.report.tables import comparison, factorial
 
@@ -55,15 +55,24 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     table = comparison(runs)
     effects = factorial(runs)
-    markdown = render.markdown(table, effects)
+    # Locality diagnostics (issue 10): empty when no run carries them.
+    local, local_effects = locality.locality_table(runs), locality.locality_effects(runs)
+    markdown = render.markdown(table, effects) + locality.markdown(local, local_effects)
     files = [
         _atomic_write(out / "comparison.md", markdown),
-        _atomic_write(out / "comparison.tex", render.latex(table, effects)),
-        _atomic_write(out / "comparison.html", render.html_page(table, effects)),
+        _atomic_write(out / "comparison.tex", render.latex(table, effects)
+                      + locality.latex(local, local_effects)),
+        _atomic_write(out / "comparison.html", render.html_page(table, effects)
+                      + locality.html_section(local, local_effects)),
         _atomic_write(out / "comparison.csv", table.to_csv(index=False)),
     ]
     if not effects.empty:
         files.append(_atomic_write(out / "factorial_effects.csv", effects.to_csv(index=False)))
+    if not local.empty:
+        files.append(_atomic_write(out / "locality.csv", local.to_csv(index=False)))
+    if not local_effects.empty:
+        files.append(_atomic_write(out / "locality_effects.csv",
+                                   local_effects.to_csv(index=False)))
     images = []
     if make_plots:
         images.append(plots.top1_bars(table, out / "top1.png"))
@@ -71,6 +80,7 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
         temperature = plots.temperature_curves(table, runs, out / "temperature.png")
         if temperature:
             images.append(temperature)
+        images += locality.figures(runs, out)
     files += images
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
