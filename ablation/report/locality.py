@@ -68,7 +68,8 @@ def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per block and variant (blocks holding diagnostics only)."""
     diag = with_diagnostics(runs)
     rows = []
-    for (dataset, model, setting), block in blocks(runs):
+    for key, block in blocks(runs):
+        info = dict(zip(BLOCK, key))
         mine = diag.loc[diag.index.intersection(block.index)]
         if mine.empty:
             continue
@@ -76,7 +77,7 @@ def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
         base = mine[keys == BASELINE].set_index("seed")
         for variant in expected_variants(block):
             ok = mine[keys == variant].set_index("seed")
-            row = {"dataset": dataset, "model": model, "setting": setting,
+            row = {**info,
                    "variant": VARIANTS[variant], **dict(zip(SWITCHES, variant)), "n": len(ok)}
             for stem, _, _ in MEASURES.values():
                 row[f"{stem}_mean"] = ok[stem].mean() if len(ok) else np.nan
@@ -94,7 +95,7 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
     """Factorial effects of the switches on distance and entropy, per block with a full design."""
     diag = with_diagnostics(runs)
     out = []
-    for (dataset, model, setting), block in blocks(diag):
+    for key, block in blocks(diag):
         factors = factorial_design(block)
         if factors is None:
             continue
@@ -109,7 +110,7 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
         labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp" if factors == ["spt", "lsa"]
                                                        else "lsa"])
         table["term"] = [" × ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
-        for i, (name, value) in enumerate(zip(BLOCK, (dataset, model, setting))):
+        for i, (name, value) in enumerate(zip(BLOCK, key)):
             table.insert(i, name, value)
         table["seeds"] = block["seed"].nunique()
         out.append(table)
