@@ -221,6 +221,47 @@ def _run_worker(which: str, args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
+    """Images/s of the augmentation alone (training mode), both implementations."""
+    import keras
+
+    from ablation.model import build_augmentation
+
+    config = compose_config(overrides)
+    shape, _ = dataset_shape(config)
+    x = np.random.default_rng(0).integers(0, 256, (batch, *shape)).astype("float32")
+    size = int(config["model"]["image_size"])
+    options = {k: v for k, v in config["augmentation"].items() if k != "implementation"}
+    for implementation in ("fused", "keras_layers"):
+        layer = build_augmentation(size, x, seed=0, implementation=implementation, **options)
+        if keras.backend.backend() == "jax":
+            import jax
+
+            layer(x[:2])
+            state = [v.value for v in layer.non_trainable_variables]
+
+            def step(state, images):
+                out, new_state = layer.stateless_call([], state, images, training=True)
+                return out, new_state
+            step = jax.jit(step)
+            run = lambda: step(state, x)[0].block_until_ready()  # noqa: E731
+        elif keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            fn = tf.function(lambda images: layer(images, training=True))
+            run = lambda: fn(x).numpy()  # noqa: E731
+        else:
+            run = lambda: keras.ops.convert_to_numpy(layer(x, training=True))  # noqa: E731
+        run()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(steps):
+            run()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{keras.backend.backend():>10} {implementation:>12}: "
+              f"{batch * steps / wall:9.1f} images/s {1000 * cpu / (batch * steps):7.3f} CPU ms/image",
+              flush=True)
+
+
 def bench_train(args) -> None:
     if args.baseline and not Path(args.baseline).is_file():
         raise SystemExit(f"bench train: --baseline {args.baseline}: no such file")
@@ -295,10 +336,16 @@ def main() -> None:
     train.add_argument("--baseline", help="module with build(vanilla=...) and "
                        "compile_like_example(model), e.g. the keras.io reference")
     train.add_argument("--worker", choices=["project", "baseline"], help=argparse.SUPPRESS)
+    augment = sub.add_parser("augment", help="the augmentation alone, fused vs keras_layers")
+    augment.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    augment.add_argument("--batch", type=int, default=256)
+    augment.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.what == "report":
         bench_report(args.records, args.plots)
+    elif args.what == "augment":
+        bench_augment(args.overrides, args.batch, args.steps)
     elif args.worker:
         print(json.dumps(measure(args.worker, args.overrides, args.steps, args.warmup,
                                  args.baseline)))
