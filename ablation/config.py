@@ -209,6 +209,10 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
+    form = model.get("temperature_form", "divide")
+    if form not in ("divide", "multiply"):
+        raise ConfigError(f"model.temperature_form={form!r} is not one of divide, multiply")
+    as_bool(model.get("qkv_bias", True), "model.qkv_bias")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
     fraction = cfg["dataset"]["validation_fraction"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import keras
+import numpy as np
 from keras import layers, ops
 
 LAYER_NORM_EPSILON = 1e-6
@@ -165,14 +166,27 @@ class MultiHeadSelfAttention(layers.Layer):
 
     ``mask_diagonal`` (the ``lsa`` switch) removes each token's attention to
     itself, pushing weight onto the other tokens. ``learnable_temperature``
-    makes the softmax temperature a trained variable initialised to the usual
-    sqrt(key_dim), so a layer can learn sharper attention; off, the scale is the
-    fixed 1/sqrt(key_dim). The logits are divided by the temperature (as in the
-    keras.io example); ``temperature_per_head`` gives each head its own value (as
-    in the paper's official code) instead of one per layer.
+    makes the softmax temperature a trained variable, so a layer can learn
+    sharper attention; off, the scale is the fixed 1/sqrt(key_dim).
+    ``temperature_per_head`` gives each head its own value (as in the paper's
+    official code) instead of one per layer.
 
-    Parameter layout (q, k, v and output projections with biases) matches
-    ``keras.layers.MultiHeadAttention``, so parameter counts compare directly.
+    The two published codes learn the temperature in different forms, both
+    starting from the standard scale, and the form changes how gradient steps
+    move it, so it is a choice (``temperature_form``):
+
+    - ``"divide"`` (keras.io example, the paper's equation): a variable T
+      initialised to sqrt(key_dim), logits = q.k / T;
+    - ``"multiply"`` (official code): a variable s initialised to
+      key_dim**-0.5, logits = q.k * s.
+
+    :meth:`effective_temperature` gives T in both forms (1/s for ``multiply``),
+    so records and plots compare across forms.
+
+    With ``qkv_bias=True`` the q, k, v and output projections all have biases,
+    as ``keras.layers.MultiHeadAttention`` (the keras.io example), so parameter
+    counts compare directly; the official code's q/k/v projection has none
+    (``qkv_bias=False``; the output projection keeps its bias).
 
     Args:
         num_heads: number of attention heads.
@@ -181,7 +195,11 @@ class MultiHeadSelfAttention(layers.Layer):
         mask_diagonal: mask the diagonal of the attention logits (``lsa``).
         learnable_temperature: train the softmax temperature.
         temperature_per_head: one temperature per head rather than per layer.
+        temperature_form: ``"divide"`` or ``"multiply"`` (see above).
+        qkv_bias: give the query, key and value projections a bias.
     """
+
+    TEMPERATURE_FORMS = ("divide", "multiply")
 
     def __init__(
         self,
@@ -191,19 +209,26 @@ class MultiHeadSelfAttention(layers.Layer):
         mask_diagonal: bool = False,
         learnable_temperature: bool = False,
         temperature_per_head: bool = False,
+        temperature_form: str = "divide",
+        qkv_bias: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if temperature_form not in self.TEMPERATURE_FORMS:
+            raise ValueError(f"temperature_form must be one of {self.TEMPERATURE_FORMS}, "
+                             f"got {temperature_form!r}")
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.dropout = float(dropout)
         self.mask_diagonal = bool(mask_diagonal)
         self.learnable_temperature = bool(learnable_temperature)
         self.temperature_per_head = bool(temperature_per_head)
+        self.temperature_form = str(temperature_form)
+        self.qkv_bias = bool(qkv_bias)
         inner = self.num_heads * self.key_dim
-        self.query = layers.Dense(inner, name="query")
-        self.key = layers.Dense(inner, name="key")
-        self.value = layers.Dense(inner, name="value")
+        self.query = layers.Dense(inner, use_bias=self.qkv_bias, name="query")
+        self.key = layers.Dense(inner, use_bias=self.qkv_bias, name="key")
+        self.value = layers.Dense(inner, use_bias=self.qkv_bias, name="value")
         self.output_dense = None  # width known at build time
         self.attention_dropout = layers.Dropout(self.dropout)
 
@@ -215,9 +240,11 @@ class MultiHeadSelfAttention(layers.Layer):
         self.output_dense.build((None, None, self.num_heads * self.key_dim))
         if self.learnable_temperature:
             shape = (self.num_heads,) if self.temperature_per_head else ()
+            initial = (math.sqrt(self.key_dim) if self.temperature_form == "divide"
+                       else 1.0 / math.sqrt(self.key_dim))
             self.temperature = self.add_weight(
                 shape=shape,
-                initializer=keras.initializers.Constant(math.sqrt(self.key_dim)),
+                initializer=keras.initializers.Constant(initial),
                 name="temperature",
             )
         else:
@@ -238,12 +265,25 @@ class MultiHeadSelfAttention(layers.Layer):
             temperature = ops.cast(self.temperature, logits.dtype)
             if self.temperature_per_head:
                 temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
-            logits = logits / temperature
+            if self.temperature_form == "divide":
+                logits = logits / temperature
+            else:
+                logits = logits * temperature
         if self.mask_diagonal:
             n = tokens.shape[1]
             diagonal = ops.eye(n, dtype="bool")[None, None]
             logits = ops.where(diagonal, _large_negative(logits.dtype), logits)
         return logits
+
+    def effective_temperature(self):
+        """The learnable temperature as the divisor T of the logits (numpy), or None.
+
+        In the ``multiply`` form the variable is the scale s = 1/T.
+        """
+        if self.temperature is None:
+            return None
+        value = np.asarray(keras.ops.convert_to_numpy(self.temperature), dtype="float64")
+        return value if self.temperature_form == "divide" else 1.0 / value
 
     def attention_weights(self, tokens):
         """The softmax attention weights, for tests and locality diagnostics."""
@@ -269,6 +309,8 @@ class MultiHeadSelfAttention(layers.Layer):
             "mask_diagonal": self.mask_diagonal,
             "learnable_temperature": self.learnable_temperature,
             "temperature_per_head": self.temperature_per_head,
+            "temperature_form": self.temperature_form,
+            "qkv_bias": self.qkv_bias,
         }
 
 

@@ -87,6 +87,8 @@ def build_vit(
     head_units: Sequence[int] = (),
     head_dropout: float = 0.0,
     temperature_per_head: bool = False,
+    temperature_form: str = "divide",
+    qkv_bias: bool = True,
     augmentation: Mapping | None = None,
     normalization_data: np.ndarray | None = None,
     seed: int | None = None,
@@ -117,6 +119,8 @@ def build_vit(
         mask_diagonal=lsa,
         learnable_temperature=learnable_temperature,
         temperature_per_head=temperature_per_head,
+        temperature_form=temperature_form,
+        qkv_bias=qkv_bias,
     )
     mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
                dropout=dropout)
@@ -173,12 +177,14 @@ def temperatures(model: keras.Model) -> dict[str, float]:
     """Current learnable temperatures by name (``temperature/block_3``), if any.
 
     Per-head temperatures get one entry per head (``temperature/block_3/head_0``).
+    The value is always the divisor T of the logits (the ``multiply`` form's
+    scale s is reported as 1/s), so runs of either form compare directly.
     """
     values = {}
     for i, attention in enumerate(attention_layers(model)):
         if attention.temperature is None:
             continue
-        t = np.asarray(keras.ops.convert_to_numpy(attention.temperature)).reshape(-1)
+        t = attention.effective_temperature().reshape(-1)
         if attention.temperature_per_head:
             for h, v in enumerate(t):
                 values[f"temperature/block_{i}/head_{h}"] = float(v)

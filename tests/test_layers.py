@@ -79,8 +79,8 @@ def test_lsa_masks_exactly_the_diagonal():
 def logits_by_hand(layer, tokens, temperature):
     weights = {w.path.split("/")[-2] + "/" + w.path.split("/")[-1]: keras.ops.convert_to_numpy(w)
                for w in layer.weights}
-    q = tokens @ weights["query/kernel"] + weights["query/bias"]
-    k = tokens @ weights["key/kernel"] + weights["key/bias"]
+    q = tokens @ weights["query/kernel"] + weights.get("query/bias", 0.0)
+    k = tokens @ weights["key/kernel"] + weights.get("key/bias", 0.0)
     q = q.reshape(*q.shape[:2], 2, 4).transpose(0, 2, 1, 3)
     k = k.reshape(*k.shape[:2], 2, 4).transpose(0, 2, 1, 3)
     return q @ k.transpose(0, 1, 3, 2) / np.reshape(temperature, (1, -1, 1, 1))
@@ -120,9 +120,33 @@ def test_learnable_temperature_divides_the_logits_and_learns(per_head):
     assert np.all(np.abs(after - before) > 1e-7)
 
 
+@pytest.mark.parametrize("per_head", [False, True])
+def test_multiply_form_scales_the_logits_from_the_standard_scale(per_head):
+    # The official code: logits * s, s a per-head variable initialised to key_dim**-0.5.
+    tokens = np.random.default_rng(6).normal(size=(2, 5, 8)).astype("float32")
+    layer = attention(tokens, learnable_temperature=True, temperature_per_head=per_head,
+                      temperature_form="multiply", qkv_bias=False)
+    assert not any("bias" in w.path for w in (layer.query.weights + layer.key.weights
+                                              + layer.value.weights))
+    assert layer.output_dense.use_bias
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.temperature), 0.5)  # 4**-0.5
+    np.testing.assert_allclose(layer.effective_temperature(), 2.0)
+    scale = np.array([0.25, 1.0], "float32") if per_head else np.float32(0.25)
+    layer.temperature.assign(scale)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.attention_logits(tokens)),
+                               logits_by_hand(layer, tokens, 1.0 / scale), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer.effective_temperature(), 1.0 / scale, rtol=1e-6)
+
+
+def test_unknown_temperature_form_is_refused():
+    with pytest.raises(ValueError, match="temperature_form"):
+        MultiHeadSelfAttention(2, 4, temperature_form="add")
+
+
 def test_layers_round_trip_their_config():
     for layer in (PatchTokenizer(4, 8, shifted=True, name="t"),
                   MultiHeadSelfAttention(3, 5, dropout=0.1, mask_diagonal=True,
-                                         learnable_temperature=True, temperature_per_head=True)):
+                                         learnable_temperature=True, temperature_per_head=True,
+                                         temperature_form="multiply", qkv_bias=False)):
         clone = type(layer).from_config(layer.get_config())
         assert clone.get_config() == layer.get_config()

@@ -23,6 +23,22 @@ def test_keras_io_model_has_the_reference_parameter_count(on, params):
     assert model.count_params() == params
 
 
+def trainable_count(model) -> int:
+    return sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+
+
+@pytest.mark.parametrize("spt, lsa, params", [
+    ("false", "false", 2_709_796), ("true", "false", 2_747_140),
+    ("false", "true", 2_709_904), ("true", "true", 2_747_248)])
+def test_paper_model_has_the_official_trainable_parameter_count(spt, lsa, params):
+    # aanna0701/SPT_LSA_ViT, CIFAR-100: ViT, SPT only, LSA only, SL-ViT. Equal only
+    # with the official q/k/v without bias and one temperature per head.
+    model = model_from("model=paper", f"spt={spt}", f"lsa={lsa}")
+    assert trainable_count(model) == params
+    assert all(not a.qkv_bias and a.temperature_form == "multiply"
+               for a in attention_layers(model))
+
+
 def test_switches_reach_their_layers_independently():
     model = model_from("model=tiny", "spt=false", "lsa=true", "learnable_temperature=false",
                        num_classes=10)
