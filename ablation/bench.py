@@ -262,6 +262,42 @@ def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
               flush=True)
 
 
+def bench_jobs(overrides: list[str], jobs: int) -> None:
+    """``jobs`` training jobs one after another in this process (as the basic launcher).
+
+    Per job: wall seconds, the training part (``train_seconds`` of its record),
+    the rest (the job's fixed cost: data, build, compile, W&B, evaluation,
+    record), and resident memory after it, so growth across jobs shows.
+    """
+    import resource
+
+    import keras
+
+    from ablation.train import run_job
+
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+    config = compose_config(overrides)
+    print(f"{'job':>4} {'wall s':>8} {'train s':>8} {'fixed s':>8} {'RSS MB':>8}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for job in range(1, jobs + 1):
+            t = time.perf_counter()
+            record = run_job(config, Path(tmp) / f"job{job}")
+            wall = time.perf_counter() - t
+            rows.append({"job": job, "wall_s": wall, "train_s": record["train_seconds"],
+                         "fixed_s": wall - record["train_seconds"], "rss_mb": rss_mb()})
+            r = rows[-1]
+            print(f"{job:>4} {wall:8.2f} {r['train_s']:8.2f} {r['fixed_s']:8.2f} "
+                  f"{r['rss_mb']:8.1f}", flush=True)
+    out = {"jobs": rows, "backend": keras.backend.backend(), "overrides": overrides}
+    if jobs >= 2:
+        out["rss_growth_after_2nd"] = rows[-1]["rss_mb"] / rows[1]["rss_mb"] - 1
+    print(json.dumps(out))
+
+
 def bench_train(args) -> None:
     if args.baseline and not Path(args.baseline).is_file():
         raise SystemExit(f"bench train: --baseline {args.baseline}: no such file")
@@ -340,10 +376,15 @@ def main() -> None:
     augment.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
     augment.add_argument("--batch", type=int, default=256)
     augment.add_argument("--steps", type=int, default=5)
+    jobs = sub.add_parser("jobs", help="N jobs in one process: fixed cost and memory per job")
+    jobs.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    jobs.add_argument("--jobs", type=int, default=8)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.what == "report":
         bench_report(args.records, args.plots)
+    elif args.what == "jobs":
+        bench_jobs(args.overrides, args.jobs)
     elif args.what == "augment":
         bench_augment(args.overrides, args.batch, args.steps)
     elif args.worker:

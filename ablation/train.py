@@ -23,7 +23,7 @@ from ablation.callbacks import EpochMetrics
 from ablation.checkpoint import Checkpoint, EpochCheckpoint, load_checkpoint
 from ablation.checkpoint import remove as remove_checkpoint
 from ablation.config import check_same_config, redact, switches, validate, variant_name
-from ablation.data import Dataset, load_dataset
+from ablation.data import Dataset, load_dataset_cached
 from ablation.model import build_model
 from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, earlier_run,
                               write_record)
@@ -240,7 +240,7 @@ def run_job(cfg, output_dir: str | Path) -> dict:
         set_aside(output_dir)
     # Data problems (no network, a bad path) surface here, before any record
     # or W&B run exists.
-    data = load_dataset(config["dataset"], int(config["seed"]))
+    data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
     keras.backend.clear_session(free_memory=True)
     checkpoint_dir = output_dir / CHECKPOINT_DIR
