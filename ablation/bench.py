@@ -1,6 +1,17 @@
 """Benchmarks that print figures (never timed unit tests).
 
     python -m ablation.bench report --records 10000
+    python -m ablation.bench train model=keras_io spt=true lsa=true \
+        --baseline ../shared/reference/keras_io_vit_small_ds.py
+
+``train``: training throughput of the model a run config describes (the same
+Hydra overrides as ``run_sweep.py``), on random data of the dataset's shape
+(no download: shapes from :data:`DATASET_SHAPES`) with the configured
+augmentation on, so each step does the work of real training. With
+``--baseline`` (a module with ``build(vanilla=...)`` and
+``compile_like_example(model)``) the two alternate, each in a fresh process,
+A B A B..., so machine drift cancels; medians are reported. The last line
+printed is one JSON object.
 
 ``report``: the reporter on N synthetic records shaped like real ones
 (50-epoch histories with per-layer temperatures), against a baseline in the
@@ -12,6 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from itertools import product
@@ -93,16 +107,293 @@ def bench_report(count: int, plots: bool) -> None:
               f"target < 10 s on the 2-core machine")
 
 
+# Shapes of the datasets, so the benchmark needs no download: (H, W, C), classes.
+DATASET_SHAPES = {
+    "cifar10": ((32, 32, 3), 10),
+    "cifar100": ((32, 32, 3), 100),
+    "mnist": ((28, 28, 1), 10),
+    "fashion_mnist": ((28, 28, 1), 10),
+    "digits": ((8, 8, 1), 10),
+}
+
+
+def compose_config(overrides: list[str]) -> dict:
+    """The run config ``run_sweep.py`` would build from the same overrides."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from ablation.config import register_resolvers
+
+    register_resolvers()
+    conf_dir = str(Path(__file__).resolve().parent.parent / "conf")
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def dataset_shape(config: dict) -> tuple[tuple[int, int, int], int]:
+    name = config["dataset"]["name"]
+    if name not in DATASET_SHAPES:
+        raise SystemExit(f"bench train: no known shape for dataset {name!r} "
+                         f"(known: {', '.join(DATASET_SHAPES)})")
+    return DATASET_SHAPES[name]
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _device() -> str:
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return str(jax.devices()[0].platform)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    return "cpu"
+
+
+def measure(which: str, overrides: list[str], steps: int, warmup: int,
+            baseline: str | None) -> dict:
+    """One fresh process's figures: build, compile, warm up, time ``steps`` steps."""
+    import keras
+
+    config = compose_config(overrides)
+    shape, classes = dataset_shape(config)
+    batch = int(config["trainer"]["batch_size"])
+    precision = str(config["trainer"].get("precision", "float32"))
+    keras.utils.set_random_seed(int(config["seed"]))
+    rng = np.random.default_rng(0)
+    n = batch * (steps + warmup)
+    x = rng.integers(0, 256, (n, *shape)).astype("float32")
+    y = rng.integers(0, classes, (n, 1))
+    if which == "baseline":
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("bench_baseline", baseline)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        vanilla = not (config["spt"] or config["lsa"] or config["learnable_temperature"])
+        model = module.compile_like_example(module.build(
+            vanilla=vanilla, num_classes=classes, input_shape=shape, x_adapt=x[:1024]))
+        precision = "float32"
+    else:
+        from ablation.model import build_model
+        from ablation.train import compile_model
+
+        keras.mixed_precision.set_global_policy(precision)
+        model = build_model(config, classes, shape, normalization_data=x[:1024])
+        compile_model(model, config["trainer"], steps_per_epoch=steps + warmup,
+                      num_classes=classes)
+    warm_x, warm_y = x[: batch * warmup], y[: batch * warmup]
+    model.fit(warm_x, warm_y, batch_size=batch, epochs=1, verbose=0)
+    cpu, wall = time.process_time(), time.perf_counter()
+    model.fit(x[batch * warmup:], y[batch * warmup:], batch_size=batch, epochs=1, verbose=0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    images = batch * steps
+    model.predict(warm_x[:batch], batch_size=batch, verbose=0)  # trace the predict step
+    t = time.perf_counter()
+    model.predict(x[batch * warmup:], batch_size=batch, verbose=0)
+    eval_wall = time.perf_counter() - t
+    return {"which": which, "params": int(model.count_params()),
+            "train_images_per_s": images / wall, "cpu_ms_per_image": 1000 * cpu / images,
+            "eval_images_per_s": images / eval_wall, "peak_rss_mb": _peak_rss_mb(),
+            "backend": keras.backend.backend(), "device": _device(),
+            "precision": precision, "batch_size": batch}
+
+
+def _run_worker(which: str, args) -> dict:
+    cmd = [sys.executable, "-m", "ablation.bench", "train", "--worker", which,
+           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if args.baseline:
+        cmd += ["--baseline", args.baseline]
+    cmd += args.overrides
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise SystemExit(f"bench train: the {which} process failed ({done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
+    """Images/s of the augmentation alone (training mode), both implementations."""
+    import keras
+
+    from ablation.model import build_augmentation
+
+    config = compose_config(overrides)
+    shape, _ = dataset_shape(config)
+    x = np.random.default_rng(0).integers(0, 256, (batch, *shape)).astype("float32")
+    size = int(config["model"]["image_size"])
+    options = {k: v for k, v in config["augmentation"].items() if k != "implementation"}
+    for implementation in ("fused", "keras_layers"):
+        layer = build_augmentation(size, x, seed=0, implementation=implementation, **options)
+        if keras.backend.backend() == "jax":
+            import jax
+
+            layer(x[:2])
+            state = [v.value for v in layer.non_trainable_variables]
+
+            def step(state, images):
+                out, new_state = layer.stateless_call([], state, images, training=True)
+                return out, new_state
+            step = jax.jit(step)
+            run = lambda: step(state, x)[0].block_until_ready()  # noqa: E731
+        elif keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            fn = tf.function(lambda images: layer(images, training=True))
+            run = lambda: fn(x).numpy()  # noqa: E731
+        else:
+            run = lambda: keras.ops.convert_to_numpy(layer(x, training=True))  # noqa: E731
+        run()
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(steps):
+            run()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"{keras.backend.backend():>10} {implementation:>12}: "
+              f"{batch * steps / wall:9.1f} images/s {1000 * cpu / (batch * steps):7.3f} CPU ms/image",
+              flush=True)
+
+
+def bench_jobs(overrides: list[str], jobs: int) -> None:
+    """``jobs`` training jobs one after another in this process (as the basic launcher).
+
+    Per job: wall seconds, the training part (``train_seconds`` of its record),
+    the rest (the job's fixed cost: data, build, compile, W&B, evaluation,
+    record), and resident memory after it, so growth across jobs shows.
+    """
+    import resource
+
+    import keras
+
+    from ablation.train import run_job
+
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+    config = compose_config(overrides)
+    print(f"{'job':>4} {'wall s':>8} {'train s':>8} {'fixed s':>8} {'RSS MB':>8}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for job in range(1, jobs + 1):
+            t = time.perf_counter()
+            record = run_job(config, Path(tmp) / f"job{job}")
+            wall = time.perf_counter() - t
+            rows.append({"job": job, "wall_s": wall, "train_s": record["train_seconds"],
+                         "fixed_s": wall - record["train_seconds"], "rss_mb": rss_mb()})
+            r = rows[-1]
+            print(f"{job:>4} {wall:8.2f} {r['train_s']:8.2f} {r['fixed_s']:8.2f} "
+                  f"{r['rss_mb']:8.1f}", flush=True)
+    out = {"jobs": rows, "backend": keras.backend.backend(), "overrides": overrides}
+    if jobs >= 2:
+        out["rss_growth_after_2nd"] = rows[-1]["rss_mb"] / rows[1]["rss_mb"] - 1
+    print(json.dumps(out))
+
+
+def bench_train(args) -> None:
+    if args.baseline and not Path(args.baseline).is_file():
+        raise SystemExit(f"bench train: --baseline {args.baseline}: no such file")
+    from ablation.config import ConfigError, validate
+
+    try:  # bad overrides fail here, in one line, before any process starts
+        validate(compose_config(args.overrides))
+    except ConfigError as e:
+        print(f"bench train: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    order = ["project", "baseline"] if args.baseline else ["project"]
+    runs: dict[str, list[dict]] = {w: [] for w in order}
+    for r in range(args.rounds):
+        for which in order:
+            res = _run_worker(which, args)
+            runs[which].append(res)
+            print(f"round {r + 1} {which:>8}: {res['train_images_per_s']:7.1f} images/s "
+                  f"{res['cpu_ms_per_image']:6.2f} CPU ms/image "
+                  f"eval {res['eval_images_per_s']:7.1f} images/s", flush=True)
+    med = lambda which, key: statistics.median(r[key] for r in runs[which])  # noqa: E731
+    first = runs["project"][0]
+    out = {"params": first["params"],
+           "train_images_per_s": med("project", "train_images_per_s"),
+           "cpu_ms_per_image": med("project", "cpu_ms_per_image"),
+           "eval_images_per_s": med("project", "eval_images_per_s"),
+           "peak_rss_mb": max(r["peak_rss_mb"] for r in runs["project"]),
+           "backend": first["backend"], "device": first["device"],
+           "precision": first["precision"], "batch_size": first["batch_size"],
+           "rounds": args.rounds, "steps": args.steps, "overrides": args.overrides}
+    if args.baseline:
+        pairs = list(zip(runs["project"], runs["baseline"]))
+        out.update({
+            "baseline_params": runs["baseline"][0]["params"],
+            "baseline_train_images_per_s": med("baseline", "train_images_per_s"),
+            "baseline_cpu_ms_per_image": med("baseline", "cpu_ms_per_image"),
+            "baseline_eval_images_per_s": med("baseline", "eval_images_per_s"),
+            "baseline_peak_rss_mb": max(r["peak_rss_mb"] for r in runs["baseline"]),
+            # median of the round-by-round ratios: each pair ran back to back
+            "ratio": statistics.median(a["train_images_per_s"] / b["train_images_per_s"]
+                                       for a, b in pairs),
+            "cpu_ratio": statistics.median(b["cpu_ms_per_image"] / a["cpu_ms_per_image"]
+                                           for a, b in pairs),
+        })
+    print(f"\n{'':>22} {'project':>10}" + (f" {'baseline':>10} {'ratio':>7}" if args.baseline else ""))
+    rows = [("params", "params", "baseline_params", None),
+            ("train images/s", "train_images_per_s", "baseline_train_images_per_s", "ratio"),
+            ("CPU ms / image", "cpu_ms_per_image", "baseline_cpu_ms_per_image", "cpu_ratio"),
+            ("eval images/s", "eval_images_per_s", "baseline_eval_images_per_s", None),
+            ("peak RSS MB", "peak_rss_mb", "baseline_peak_rss_mb", None)]
+    for label, key, base_key, ratio_key in rows:
+        line = f"{label:>22} {out[key]:>10.6g}"
+        if args.baseline:
+            line += f" {out[base_key]:>10.6g}"
+            line += f" {out[ratio_key]:>7.2f}" if ratio_key else ""
+        print(line)
+    print(f"{out['backend']} on {out['device']}, {out['precision']}, batch {out['batch_size']}, "
+          f"median of {args.rounds} rounds of {args.steps} steps (fresh process each)")
+    print(json.dumps(out))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     report = sub.add_parser("report", help="reporter speed on synthetic records")
     report.add_argument("--records", type=int, default=10_000)
     report.add_argument("--plots", action="store_true", help="include the PNG figures")
+    train = sub.add_parser("train", help="training throughput, optionally against a baseline")
+    train.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    train.add_argument("--steps", type=int, default=5, help="timed steps per process")
+    train.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
+    train.add_argument("--rounds", type=int, default=3, help="fresh processes of each")
+    train.add_argument("--baseline", help="module with build(vanilla=...) and "
+                       "compile_like_example(model), e.g. the keras.io reference")
+    train.add_argument("--worker", choices=["project", "baseline"], help=argparse.SUPPRESS)
+    augment = sub.add_parser("augment", help="the augmentation alone, fused vs keras_layers")
+    augment.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    augment.add_argument("--batch", type=int, default=256)
+    augment.add_argument("--steps", type=int, default=5)
+    jobs = sub.add_parser("jobs", help="N jobs in one process: fixed cost and memory per job")
+    jobs.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    jobs.add_argument("--jobs", type=int, default=8)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.what == "report":
         bench_report(args.records, args.plots)
+    elif args.what == "jobs":
+        bench_jobs(args.overrides, args.jobs)
+    elif args.what == "augment":
+        bench_augment(args.overrides, args.batch, args.steps)
+    elif args.worker:
+        print(json.dumps(measure(args.worker, args.overrides, args.steps, args.warmup,
+                                 args.baseline)))
+    else:
+        if args.rounds < 1 or args.steps < 1 or args.warmup < 1:
+            raise SystemExit("bench train: --rounds, --steps and --warmup must be >= 1")
+        bench_train(args)
 
 
 if __name__ == "__main__":

@@ -254,6 +254,11 @@ def _positive(cfg: Mapping, key: str, kind=(int, float)) -> None:
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
         raise ConfigError(f"{key}={value!r} must be a positive number")
 
+# trainer.precision: Keras dtype policies (mixed_bfloat16: bf16 compute, fp32 weights).
+PRECISIONS = ("float32", "mixed_bfloat16")
+# augmentation.implementation (see ablation.model.build_augmentation).
+AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers")
+
 
 def validate(cfg: Mapping) -> None:
     """Refuse a config that cannot train, with one line naming the fix."""
@@ -277,6 +282,13 @@ def validate(cfg: Mapping) -> None:
     if int(trainer.get("passes_per_epoch", 1)) < 1:
         raise ConfigError(f"trainer.passes_per_epoch={trainer['passes_per_epoch']!r} "
                           f"must be >= 1")
+    precision = cfg["trainer"].get("precision", "float32")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"trainer.precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+    implementation = cfg.get("augmentation", {}).get("implementation", "fused")
+    if implementation not in AUGMENTATION_IMPLEMENTATIONS:
+        raise ConfigError(f"augmentation.implementation={implementation!r} is not one of "
+                          f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}")
     mode = cfg["wandb"]["mode"]
     if mode not in WANDB_MODES:
         raise ConfigError(f"wandb.mode={mode!r} is not one of {', '.join(WANDB_MODES)}")

@@ -343,3 +343,30 @@ def load_dataset(cfg: Mapping, seed: int) -> Dataset:
         x_test=as_float(x_test), y_test=np.asarray(y_test, dtype=np.int64),
         class_names=classes,
     )
+
+
+# --- one load per process ----------------------------------------------------
+
+_CACHE: dict = {}
+
+
+def load_dataset_cached(cfg: Mapping, seed: int) -> Dataset:
+    """:func:`load_dataset`, reused by the next job in the same process.
+
+    A basic-launcher sweep runs its jobs one after another in one process, all
+    on the same dataset: reading, decoding and converting it once saves that
+    work per job. The key is the whole dataset config and the seed (the
+    validation split depends on it); only the latest entry is kept, so memory
+    does not grow over a sweep. The arrays are read-only, so no job can change
+    what the next one sees.
+    """
+    import json
+
+    key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))
+    if key not in _CACHE:
+        _CACHE.clear()  # drop the old arrays before loading new ones
+        data = load_dataset(cfg, seed)
+        for name in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test"):
+            getattr(data, name).flags.writeable = False
+        _CACHE[key] = data
+    return _CACHE[key]

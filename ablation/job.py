@@ -35,7 +35,7 @@ from ablation.checkpoint import load_checkpoint
 from ablation.checkpoint import remove as remove_checkpoint
 from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
                              variant_name)
-from ablation.data import DataError, load_dataset
+from ablation.data import DataError, load_dataset_cached
 from ablation.lock import JobBusy, job_lock
 from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, earlier_run,
                               write_record)
@@ -183,7 +183,7 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
         set_aside(output_dir)
     # Data problems (no network, a bad path) surface here, before any record
     # or W&B run exists.
-    data = load_dataset(config["dataset"], int(config["seed"]))
+    data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
     try:
         keras.backend.clear_session(free_memory=True)

@@ -14,6 +14,8 @@ import keras
 import numpy as np
 from keras import layers
 
+from ablation.affine import AffineAugmentation
+from ablation.config import AUGMENTATION_IMPLEMENTATIONS
 from ablation.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
@@ -32,22 +34,33 @@ def build_augmentation(
     rotation: float = 0.0,
     zoom: float = 0.0,
     seed: int | None = None,
+    implementation: str = "fused",
     **recipe,
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
 
     It lives inside the model so it runs on the accelerator with the rest of
     the step, and the data can stay plain numpy. The normalisation statistics
-    are adapted on ``normalization_data`` (the training split). ``recipe``
-    holds the official recipe's keys (crop, AutoAugment, erasing), built by
-    :func:`ablation.augment.recipe_layers` around the steps here.
+    are adapted on ``normalization_data`` (the training split).
+    ``implementation="fused"`` does resize, flip, rotation and zoom as one
+    affine resample (:class:`ablation.affine.AffineAugmentation`, fast on every
+    backend); ``"keras_layers"`` chains the keras.io example's four layers.
+    ``recipe`` holds the official recipe's keys (crop, AutoAugment, erasing),
+    built by :func:`ablation.augment.recipe_layers` around the steps here.
     """
     from ablation.augment import recipe_layers  # hook: the official recipe's layers
 
+    if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by config.validate
+        raise ValueError(f"augmentation.implementation must be one of "
+                         f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
     before, after = recipe_layers(recipe, seed=seed, image_size=image_size)
     normalization = layers.Normalization(name="normalization")
     if normalization_data is not None:
         normalization.adapt(normalization_data)
+    if implementation == "fused":
+        resample = AffineAugmentation(image_size, horizontal_flip=horizontal_flip,
+                                      rotation=rotation, zoom=zoom, seed=seed, name="resample")
+        return keras.Sequential([*before, normalization, resample, *after], name="augmentation")
     steps = [normalization, layers.Resizing(image_size, image_size, name="resize")]
     if horizontal_flip:
         steps.append(layers.RandomFlip("horizontal", seed=seed, name="flip"))
@@ -131,7 +144,8 @@ def build_vit(
         features = layers.Dropout(head_dropout, name="head_dropout")(features)
     if head_units:
         features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
-    logits = layers.Dense(num_classes, name="logits")(features)
+    # float32 logits under a mixed precision policy keep the loss and softmax exact.
+    logits = layers.Dense(num_classes, dtype="float32", name="logits")(features)
     return keras.Model(inputs, logits, name=name)
 
 

@@ -130,6 +130,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     epochs.validation_name = "test" if official else "val"
     probe = diagnostics.from_config(config, data.x_test, batch)
     epochs.extras = diagnostics.epoch_extras(probe, config)
+    # Per job: a sweep's jobs in one process may ask for different precisions.
+    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
     if resume_from is None:
         keras.utils.set_random_seed(seed)
         model = build_model(config, data.num_classes, data.input_shape,

@@ -174,3 +174,17 @@ def test_image_folder_errors(tmp_path):
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "full" / "a.png")
     with pytest.raises(DataError, match="empty_class has no readable images"):
         load_dataset(compose("dataset=image_folder", f"dataset.path={tmp_path}").dataset, 0)
+
+
+def test_the_process_cache_loads_a_dataset_once_and_hands_out_read_only_arrays():
+    from ablation.data import load_dataset_cached
+
+    cfg = compose("dataset=digits").dataset
+    first = load_dataset_cached(cfg, seed=0)
+    assert load_dataset_cached(cfg, seed=0) is first
+    assert not first.x_train.flags.writeable
+    with pytest.raises(ValueError):
+        first.x_train[0, 0, 0, 0] = 1.0
+    other = load_dataset_cached(cfg, seed=1)  # another split: loaded anew
+    assert other is not first
+    np.testing.assert_array_equal(np.sort(other.y_test), np.sort(first.y_test))

@@ -150,3 +150,26 @@ def test_layers_round_trip_their_config():
                                          temperature_form="multiply", qkv_bias=False)):
         clone = type(layer).from_config(layer.get_config())
         assert clone.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize("form", ["divide", "multiply"])
+@pytest.mark.parametrize("mask, learnable, per_head", [
+    (True, True, False), (True, True, True), (False, False, False), (True, False, False)])
+def test_fast_attention_path_computes_the_explicit_one(form, mask, learnable, per_head):
+    """call() (scale folded into q, constant mask bias) == attention_weights() path."""
+    rng = np.random.default_rng(7)
+    tokens = rng.normal(size=(3, 9, 8)).astype("float32")
+    layer = MultiHeadSelfAttention(num_heads=2, key_dim=4, mask_diagonal=mask,
+                                   learnable_temperature=learnable,
+                                   temperature_per_head=per_head, temperature_form=form)
+    layer(tokens)
+    if learnable:  # move the temperature off its initial value
+        layer.temperature.assign(layer.temperature * rng.uniform(0.5, 2.0, layer.temperature.shape))
+    explicit = layer.mix(layer.attention_weights(tokens), tokens)
+    fast_logits = keras.ops.convert_to_numpy(layer.fast_attention_logits(tokens))
+    plain_logits = keras.ops.convert_to_numpy(layer.attention_logits(tokens))
+    off_diagonal = ~np.eye(9, dtype=bool)
+    np.testing.assert_allclose(fast_logits[..., off_diagonal], plain_logits[..., off_diagonal],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)),
+                               keras.ops.convert_to_numpy(explicit), rtol=1e-5, atol=1e-5)
