@@ -157,11 +157,14 @@ def test_paper_augmentation_runs_in_training_only():
     from ablation.model import build_augmentation
 
     x = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype(np.float32)
-    aug = build_augmentation(16, x, crop_padding=4, policy="autoaugment", random_erasing=0.25,
-                             mixing={"probability": 0.5}, seed=0)  # mixing: the pipeline's
-    names = [layer.name for layer in aug.layers]
-    assert names == ["random_crop", "autoaugment", "normalization", "resize", "flip",
-                     "random_erasing"]
+    recipe = dict(crop_padding=4, policy="autoaugment", random_erasing=0.25,
+                  mixing={"probability": 0.5})  # mixing: the pipeline's
+    chained = build_augmentation(16, x, implementation="keras_layers", seed=0, **recipe)
+    assert [layer.name for layer in chained.layers] == [
+        "random_crop", "autoaugment", "normalization", "resize", "flip", "random_erasing"]
+    aug = build_augmentation(16, x, seed=0, **recipe)  # the default: one affine resample
+    assert [layer.name for layer in aug.layers] == [
+        "random_crop", "autoaugment", "normalization", "resample", "random_erasing"]
     normalised = keras.ops.convert_to_numpy(aug.get_layer("normalization")(x))
     assert np.allclose(keras.ops.convert_to_numpy(aug(x, training=False)), normalised)
     assert not np.allclose(keras.ops.convert_to_numpy(aug(x, training=True)), normalised)
