@@ -41,3 +41,48 @@ def test_only_seeds_with_the_full_factorial_are_fitted(tmp_path):
     spt = (y[True, False] + y[True, True] - y[False, False] - y[False, True]) / 2
     assert effects.loc["SPT", "top1_effect"] == pytest.approx(spt)
     assert set(effects["seeds"]) == {1}
+
+
+@pytest.fixture
+def umask_027():
+    old = os.umask(0o027)
+    yield 0o640
+    os.umask(old)
+
+
+def _modes(folder):
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_every_output_gets_the_umask_mode(tmp_path, umask_027):
+    # a full factorial with locality diagnostics: every kind of output the reporter writes
+    diag = {"probe_images": 4, "layers": [], "summary": {"mean_distance_px": 5.0,
+                                                         "normalized_entropy": 0.5}}
+    for spt, lsa in ((False, False), (True, False), (False, True), (True, True)):
+        record(tmp_path, spt, lsa, lsa, 0, 0.5 + 0.01 * spt, extra={"diagnostics": diag})
+    out = tmp_path / "out"
+    write_report(tmp_path, out_dir=out, make_plots=False)
+    modes = _modes(out)
+    assert {"comparison.md", "comparison.csv", "comparison.tex", "comparison.html",
+            "factorial_effects.csv", "locality.csv", "locality_effects.csv"} <= set(modes)
+    assert set(modes.values()) == {umask_027}, modes
+    assert set(_modes(tmp_path / "111-s0-cifar10-paper").values()) == {umask_027}
+
+
+def test_checkpoint_files_get_the_umask_mode(tmp_path, umask_027):
+    import keras
+
+    from ablation.checkpoint import EpochCheckpoint
+
+    class Metrics:
+        def state(self):
+            return {}
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    callback = EpochCheckpoint(tmp_path / "checkpoint", Metrics(), {})
+    callback.set_model(model)
+    callback.on_epoch_end(0, {"loss": 1.0})
+    modes = _modes(tmp_path / "checkpoint")
+    assert set(modes) == {"model-1.keras", "state.json"}
+    assert set(modes.values()) == {umask_027}, modes

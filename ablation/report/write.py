@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablation.records import atomic_write
 from ablation.report import locality, plots, render
 from ablation.report.load import load_runs
 from ablation.report.tables import comparison, factorial
@@ -29,11 +28,7 @@ class Report:
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, text, fsync=False)  # the umask's mode, like run.json
 
 
 def _most_common(values) -> str | None:
