@@ -121,6 +121,8 @@ def read_record(path: str | Path) -> dict:
     path = Path(path)
     try:
         record = json.loads(path.read_text())
+    except RecursionError:  # nested thousands deep: a hostile file, not a record
+        raise RecordError(f"{path}: not readable JSON (nested too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not readable JSON ({e})") from e
     try:
@@ -146,7 +148,7 @@ def read_state(checkpoint_dir: str | Path) -> dict | None:
     """The last checkpoint's state, or None if there is none (or it is unreadable)."""
     try:
         return json.loads((Path(checkpoint_dir) / STATE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
 
 

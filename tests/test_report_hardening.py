@@ -86,3 +86,24 @@ def test_checkpoint_files_get_the_umask_mode(tmp_path, umask_027):
     modes = _modes(tmp_path / "checkpoint")
     assert set(modes) == {"model-1.keras", "state.json"}
     assert set(modes.values()) == {umask_027}, modes
+
+
+def test_deeply_nested_json_is_skipped_with_one_warning(tmp_path, caplog):
+    record(tmp_path, False, False, False, 0, 0.5)
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "run.json").write_text("[" * 200_000)
+    with caplog.at_level(logging.WARNING):
+        runs = load_runs(tmp_path)
+    assert len(runs) == 1
+    named = [r.getMessage() for r in caplog.records if "deep/run.json" in r.getMessage()]
+    assert len(named) == 1 and "nested too deeply" in named[0]
+
+
+def test_a_failing_wandb_step_never_crashes_the_report(tmp_path, caplog):
+    for spt, lsa in ((False, False), (True, True)):
+        record(tmp_path, spt, lsa, lsa, 0, 0.5)
+    with caplog.at_level(logging.WARNING):
+        report = write_report(tmp_path, make_plots=False, wandb_settings={"mode": "bogus"})
+    assert report.wandb is None and (tmp_path / "comparison.md").exists()
+    lines = [r.getMessage() for r in caplog.records if "W&B report run not logged" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0]

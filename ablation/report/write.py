@@ -83,6 +83,11 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
     if settings["mode"] != "disabled":
         from ablation.report.tracking import log_report
 
-        report.wandb = log_report(table, effects, images, settings=settings,
-                                  group=_most_common(runs["wandb_group"]), directory=out)
+        try:  # the tables and plots are written: W&B trouble must not undo the report
+            report.wandb = log_report(table, effects, images, settings=settings,
+                                      group=_most_common(runs["wandb_group"]), directory=out)
+        except Exception as e:  # noqa: BLE001 - any W&B failure, one line
+            detail = " ".join(str(e).split())[:200]
+            log.warning("W&B report run not logged (%s: %s); the report files are written",
+                        type(e).__name__, detail)
     return report
