@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import re
 import stat
 
 import numpy as np
@@ -107,3 +108,22 @@ def test_a_failing_wandb_step_never_crashes_the_report(tmp_path, caplog):
     assert report.wandb is None and (tmp_path / "comparison.md").exists()
     lines = [r.getMessage() for r in caplog.records if "W&B report run not logged" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0]
+
+
+def test_exact_zero_gaps_and_effects_are_zero_in_every_csv(tmp_path):
+    # SPT gains 7.31 pp with seed 0 and loses 7.31 pp with seed 1: the mean gap is
+    # exactly zero, yet 100 * (a - c) + 100 * (b - d) is -3.55e-15 in floats.
+    diag = {"probe_images": 4, "layers": [],
+            "summary": {"mean_distance_px": 3.1, "normalized_entropy": 0.5}}
+    for seed, (vit, spt) in enumerate(((0.7531, 0.5839), (0.4378, 0.6070))):
+        for lsa in (False, True):
+            record(tmp_path, False, lsa, lsa, seed, vit, top5=0.95, extra={"diagnostics": diag})
+            record(tmp_path, True, lsa, lsa, seed, spt, top5=0.95, extra={"diagnostics": diag})
+    report = write_report(tmp_path, make_plots=False)
+    spt = report.table.set_index("variant").loc["SPT"]
+    assert spt["d_top1"] == 0.0 and spt["d_top5"] == 0.0
+    assert (report.effects["top5_effect"] == 0.0).all()
+    for name in ("comparison.csv", "factorial_effects.csv", "locality.csv",
+                 "locality_effects.csv"):
+        text = (tmp_path / name).read_text()
+        assert not re.search(r"\de-\d", text), (name, re.findall(r"[-\d.]+e-\d+", text))

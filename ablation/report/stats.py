@@ -42,6 +42,10 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
 
             ci = ttest_rel(v, b).confidence_interval(confidence_level=CONFIDENCE)
             out["low"], out["high"] = float(ci.low), float(ci.high)
+    # an exact-zero mean gap comes out as 3.55e-15 from the round-off of v - b
+    scale = float(np.max(np.abs(np.concatenate([v, b])))) if len(diffs) else 1.0
+    for key in ("gap", "low", "high"):
+        out[key] = clean_zero(out[key], scale)
     return out
 
 
