@@ -127,3 +127,12 @@ def test_exact_zero_gaps_and_effects_are_zero_in_every_csv(tmp_path):
                  "locality_effects.csv"):
         text = (tmp_path / name).read_text()
         assert not re.search(r"\de-\d", text), (name, re.findall(r"[-\d.]+e-\d+", text))
+
+
+def test_report_run_ids_differ_between_folders_of_one_group(tmp_path):
+    from ablation.report.tracking import report_run_id
+
+    a, b = tmp_path / "results_a" / "smoke", tmp_path / "results_b" / "smoke"
+    assert report_run_id("smoke", a) != report_run_id("smoke", b)
+    assert report_run_id("smoke", a) == report_run_id("smoke", tmp_path / "results_a" / "." / "smoke")
+    assert report_run_id("smoke", a) != report_run_id("other", a)
