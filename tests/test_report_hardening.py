@@ -136,3 +136,34 @@ def test_report_run_ids_differ_between_folders_of_one_group(tmp_path):
     assert report_run_id("smoke", a) != report_run_id("smoke", b)
     assert report_run_id("smoke", a) == report_run_id("smoke", tmp_path / "results_a" / "." / "smoke")
     assert report_run_id("smoke", a) != report_run_id("other", a)
+
+
+def test_reports_of_one_folder_wait_for_each_other(tmp_path):
+    import threading
+    import time
+
+    from ablation.lock import REPORT_LOCK_FILE, job_lock
+    from ablation.report import ReportError
+
+    for spt, lsa in ((False, False), (True, True)):
+        record(tmp_path, spt, lsa, lsa, 0, 0.5)
+    held, release = threading.Event(), threading.Event()
+
+    def other_report():  # another report of this folder, in the middle of writing
+        with job_lock(tmp_path, name=REPORT_LOCK_FILE):
+            held.set()
+            release.wait(10)
+            time.sleep(0.3)  # still writing: the waiting report must not start yet
+            seen_at_release.append((tmp_path / "comparison.md").exists())
+
+    seen_at_release = []
+    other = threading.Thread(target=other_report)
+    other.start()
+    held.wait(10)
+    with pytest.raises(ReportError, match="being reported by another process"):
+        write_report(tmp_path, make_plots=False, lock_wait_s=0.2)
+    assert not (tmp_path / "comparison.md").exists()
+    release.set()
+    write_report(tmp_path, make_plots=False, lock_wait_s=10)   # waits, then reports
+    other.join()
+    assert seen_at_release == [False] and (tmp_path / "comparison.md").exists()
