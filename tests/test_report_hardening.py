@@ -167,3 +167,18 @@ def test_reports_of_one_folder_wait_for_each_other(tmp_path):
     write_report(tmp_path, make_plots=False, lock_wait_s=10)   # waits, then reports
     other.join()
     assert seen_at_release == [False] and (tmp_path / "comparison.md").exists()
+
+
+def test_the_lock_holder_puts_back_the_hydra_files_a_skipper_overwrote(tmp_path):
+    from ablation.job import keep_hydra_files
+
+    hydra = tmp_path / ".hydra"
+    hydra.mkdir()
+    (hydra / "hydra.yaml").write_text("job: {num: 0}\n")
+    (hydra / "config.yaml").write_text("seed: 0\n")
+    with keep_hydra_files(tmp_path):
+        # a second launch of the same job writes its own before finding the lock taken
+        (hydra / "hydra.yaml").write_text("job: {num: 7}\n")
+        (hydra / "overrides.yaml").write_text("- seed=0\n")
+    assert (hydra / "hydra.yaml").read_text() == "job: {num: 0}\n"
+    assert (hydra / "config.yaml").read_text() == "seed: 0\n"
