@@ -145,6 +145,12 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
                         "every variant, so the switches cannot be told apart from the seed",
                         " x ".join(str(k) for k in key if k))
             continue
+        fitted = int(per_metric["top1"]["seeds"].iloc[0])
+        if fitted < done["seed"].nunique():
+            log.warning("%s: factorial effects from the %d seed(s) that have every variant; "
+                        "%d other seed(s) left out of the fit", " x ".join(
+                            str(k) for k in (dataset, model, protocol, setting) if k),
+                        fitted, done["seed"].nunique() - fitted)
         per_metric = {k: v.set_index("term") for k, v in per_metric.items()}
         table = per_metric["top1"][["order"]].copy()
         for name, effects in per_metric.items():
