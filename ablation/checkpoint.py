@@ -19,7 +19,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,19 +27,20 @@ import keras
 import numpy as np
 
 from ablation.callbacks import EpochMetrics
-from ablation.records import STATE_FILE, read_state
+from ablation.records import STATE_FILE, read_state, unique_tmp
 
 
 @contextlib.contextmanager
 def _unique_tmp(directory: Path, prefix: str, suffix: str) -> Iterator[Path]:
     """A temporary file name in ``directory`` that no other process can pick
-    (``mkstemp``); removed if it was not renamed into place."""
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    (``mkstemp``), with the mode of every other output (not 0600); removed if it
+    was not renamed into place."""
+    fd, name = unique_tmp(directory, prefix, suffix)
     os.close(fd)
     try:
-        yield Path(name)
+        yield name
     finally:
-        Path(name).unlink(missing_ok=True)
+        name.unlink(missing_ok=True)
 
 
 @dataclass

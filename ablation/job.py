@@ -17,6 +17,7 @@ with ``resume=false`` leaves exactly one consistent set of outputs:
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import math
@@ -37,14 +38,15 @@ from ablation.config import (ConfigError, check_same_config, redact, switches, v
                              variant_name)
 from ablation.data import DataError, load_dataset_cached
 from ablation.lock import JobBusy, job_lock
-from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, earlier_run,
-                              write_record)
+from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, atomic_write,
+                              earlier_run, write_record)
 from ablation.tracking import set_aside_offline_runs, tracked_run
 from ablation.train import train
 
 log = logging.getLogger(__name__)
 
 REPLACED_DIR = ".replaced"  # hidden: the reporter and `wandb sync .../wandb/offline-run-*` skip it
+HYDRA_DIR = ".hydra"  # hydra.output_subdir: written by Hydra before the job's lock is checked
 
 __all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config"]
 
@@ -141,6 +143,29 @@ def set_aside(output_dir: Path) -> None:
         log.info("earlier outputs moved to %s", target)
 
 
+@contextlib.contextmanager
+def keep_hydra_files(output_dir: Path):
+    """Put back, at the end of the job, the ``.hydra/*.yaml`` the job found at its start.
+
+    Hydra writes ``.hydra/{config,hydra,overrides}.yaml`` into the job folder
+    before the job runs, so a second process that then finds the folder locked
+    (and skips it) has already overwritten the running job's copies. Its config
+    is the same (another config is refused), but ``hydra.yaml`` says which
+    launch it was: the holder of the lock restores its own files when it ends.
+    """
+    folder = output_dir / HYDRA_DIR
+    saved = {p: p.read_bytes() for p in folder.glob("*.yaml")} if folder.is_dir() else {}
+    try:
+        yield
+    finally:
+        for path, data in saved.items():
+            try:
+                if path.read_bytes() != data:
+                    atomic_write(path, data, fsync=False)
+            except OSError:
+                atomic_write(path, data, fsync=False)
+
+
 def run_job(cfg, output_dir: str | Path) -> dict:
     """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
 
@@ -157,7 +182,7 @@ def run_job(cfg, output_dir: str | Path) -> dict:
     validate(config)
     output_dir = Path(output_dir)
     try:
-        with job_lock(output_dir):
+        with job_lock(output_dir), keep_hydra_files(output_dir):
             record, outcome = _run_locked(config, output_dir)
     except JobBusy as e:
         outcomes.report(output_dir, "busy", str(e))

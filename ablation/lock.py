@@ -20,11 +20,14 @@ import fcntl
 import json
 import os
 import platform
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 LOCK_FILE = ".lock"
+REPORT_LOCK_FILE = ".report.lock"  # the report step of a sweep folder (see report.write)
+_POLL_S = 0.1  # how often a waiting process tries the lock again
 
 
 class JobBusy(RuntimeError):
@@ -41,28 +44,38 @@ class JobBusy(RuntimeError):
         super().__init__(f"{shown} is being run by another process ({who}): skipped")
 
 
-def holder(folder: str | Path) -> dict:
+def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:
     """Who last took the lock of ``folder`` (``{}`` if nobody has written it yet)."""
     try:
-        return json.loads((Path(folder) / LOCK_FILE).read_text() or "{}")
+        return json.loads((Path(folder) / name).read_text() or "{}")
     except (OSError, ValueError):
         return {}
 
 
 @contextlib.contextmanager
-def job_lock(folder: str | Path) -> Iterator[dict]:
-    """Hold ``folder``'s lock for the ``with`` block, or raise :class:`JobBusy` at once.
+def job_lock(folder: str | Path, *, name: str = LOCK_FILE,
+             wait_s: float = 0.0) -> Iterator[dict]:
+    """Hold ``folder``'s lock for the ``with`` block, or raise :class:`JobBusy`.
 
+    A job does not wait (``wait_s=0``: another process is running it, so it is
+    skipped at once); the report step waits up to ``wait_s`` seconds for the
+    other report of the folder to finish, and then makes its own. ``name`` is the
+    lock file, so one folder can have independent locks (the job's, the report's).
     Yields what was written into the lock file (host, pid, since).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise JobBusy(folder, holder(folder)) from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise JobBusy(folder, holder(folder, name)) from None
+                time.sleep(_POLL_S)
         me = {"host": platform.node(), "pid": os.getpid(),
               "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)

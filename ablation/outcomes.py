@@ -19,9 +19,10 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 from datetime import datetime
 from pathlib import Path
+
+from ablation.records import atomic_write
 
 OUTCOMES_ENV = "VIT_ABLATION_SWEEP_OUTCOMES"
 SWEEPS_DIR = ".sweeps"  # hidden: the reporter does not look inside
@@ -45,10 +46,7 @@ def report(job_folder: str | Path, status: str, detail: str | None = None) -> No
     Path(folder).mkdir(parents=True, exist_ok=True)
     job_folder = Path(job_folder).resolve()
     text = json.dumps({"folder": str(job_folder), "status": status, "detail": detail})
-    fd, tmp = tempfile.mkstemp(prefix=".outcome.", dir=folder)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, Path(folder) / f"{job_folder.name}.json")
+    atomic_write(Path(folder) / f"{job_folder.name}.json", text, fsync=False)
 
 
 def collect(folder: str | Path) -> dict[Path, dict]:

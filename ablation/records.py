@@ -18,7 +18,7 @@ from typing import Any
 from ablation.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
-           "RecordError", "write_record",
+           "RecordError", "write_record", "atomic_write", "output_mode", "unique_tmp",
            "read_record", "find_records", "read_state", "earlier_run"]
 
 RECORD_FILENAME = "run.json"
@@ -42,9 +42,55 @@ def _finite(value: Any) -> Any:
 
 
 def _umask() -> int:
+    """The process umask; read from /proc where it can be (setting it to read it
+    back is not thread-safe)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def output_mode() -> int:
+    """The mode every output file gets: 0666 less the umask (0644 under umask 022),
+    as ``open()`` would give it; ``mkstemp``'s private 0600 is never kept."""
+    return 0o666 & ~_umask()
+
+
+def unique_tmp(directory: str | Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """A new temporary file in ``directory`` that no other process can pick
+    (``mkstemp``), already given :func:`output_mode`: (open descriptor, path)."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    try:
+        os.fchmod(fd, output_mode())
+    except BaseException:
+        os.close(fd)
+        Path(name).unlink(missing_ok=True)
+        raise
+    return fd, Path(name)
+
+
+def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (unique temporary file, fsync, rename),
+    with :func:`output_mode`. Every writer of the suite's outputs goes through it:
+    a reader never sees half a file, and every output has the same mode."""
+    path = Path(path)
+    fd, tmp = unique_tmp(path.parent, f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def write_record(directory: str | Path, record: dict) -> Path:
@@ -53,7 +99,7 @@ def write_record(directory: str | Path, record: dict) -> Path:
     The record is checked against the schema first (what is checked is the
     JSON written), so a record the reporter would refuse is never written:
     :class:`RecordError` names the field. The file gets the mode every other
-    output gets (0666 less the umask), not ``mkstemp``'s private 0600.
+    output gets (:func:`output_mode`), not ``mkstemp``'s private 0600.
     """
     directory = Path(directory)
     text = json.dumps(_finite(record), indent=2, allow_nan=False, default=str)
@@ -62,19 +108,7 @@ def write_record(directory: str | Path, record: dict) -> Path:
     except SchemaError as e:
         raise RecordError(f"refusing to write {directory / RECORD_FILENAME}: {e}") from None
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".run.", suffix=".json.tmp", dir=directory)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        target = directory / RECORD_FILENAME
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write(directory / RECORD_FILENAME, text + "\n")
 
 
 class RecordError(ValueError):
@@ -87,6 +121,8 @@ def read_record(path: str | Path) -> dict:
     path = Path(path)
     try:
         record = json.loads(path.read_text())
+    except RecursionError:  # nested thousands deep: a hostile file, not a record
+        raise RecordError(f"{path}: not readable JSON (nested too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not readable JSON ({e})") from e
     try:
@@ -112,7 +148,7 @@ def read_state(checkpoint_dir: str | Path) -> dict | None:
     """The last checkpoint's state, or None if there is none (or it is unreadable)."""
     try:
         return json.loads((Path(checkpoint_dir) / STATE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
 
 

@@ -14,7 +14,7 @@ writer may add fields); keys it knows must have the declared type.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
                       StrictStr, ValidationError)
@@ -61,10 +61,14 @@ class HistoryRow(BaseModel):
     epoch: Annotated[StrictInt, Field(ge=1)]
 
 
+WandbMode = Literal["online", "offline", "disabled"]  # anything else: wandb.Settings raises
+WANDB_MODES = get_args(WandbMode)
+
+
 class Wandb(_Open):
     id: StrictStr | None = None
     dir: StrictStr | None = None
-    mode: StrictStr | None = None
+    mode: WandbMode | None = None
     project: StrictStr | None = None
     group: StrictStr | None = None
 
@@ -116,8 +120,9 @@ def validate_record(record: Any) -> None:
     """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
     if not isinstance(record, dict):
         raise SchemaError("(record)", f"not a JSON object ({type(record).__name__})")
-    if record.get("schema") != SCHEMA_VERSION:
-        raise SchemaError("schema", f"unknown schema {_short(record.get('schema'))} "
+    version = record.get("schema")
+    if type(version) is not int or version != SCHEMA_VERSION:  # not true, not 1.0
+        raise SchemaError("schema", f"unknown schema {_short(version)} "
                                     f"(this version reads {SCHEMA_VERSION})")
     try:
         Record.model_validate(record)
@@ -136,3 +141,30 @@ def validate_record(record: Any) -> None:
         for key in ("test_top1", "test_top5"):
             if metrics.get(key) is None:
                 raise SchemaError(f"metrics.{key}", "required when status is completed")
+    _check_consistency(record)
+
+
+# Top-5 counts every image top-1 counts: a smaller top-5 is a wrong record. Both are
+# means over the same images, so only float round-off may separate equal values.
+_ROUND_OFF = 1e-9
+
+
+def _check_consistency(record: dict) -> None:
+    """What types cannot say: top-5 >= top-1, history accuracies in [0, 1],
+    history epochs strictly increasing."""
+    metrics = record.get("metrics") or {}
+    for top1, top5 in (("test_top1", "test_top5"), ("best_test_top1", "best_test_top5")):
+        a, b = metrics.get(top1), metrics.get(top5)
+        if a is not None and b is not None and b < a - _ROUND_OFF:
+            raise SchemaError(f"metrics.{top5}", f"below metrics.{top1} ({b!r} < {a!r}): "
+                                                 "top-5 can never be below top-1")
+    previous = 0
+    for i, row in enumerate(record.get("history") or []):
+        if row["epoch"] <= previous:
+            raise SchemaError(f"history.{i}.epoch", f"epochs must increase (got {row['epoch']} "
+                                                    f"after {previous})")
+        previous = row["epoch"]
+        for key, value in row.items():
+            if key.endswith(("/top1", "/top5")) and value is not None and not 0 <= value <= 1:
+                raise SchemaError(f"history.{i}.{key}",
+                                  f"an accuracy must be a fraction in [0, 1] (got {_short(value)})")

@@ -59,6 +59,17 @@ HOSTILE = {
     "status unknown": ("status", "running", "status"),
     "schema unknown": ("schema", 2, "schema"),
     "train_seconds negative": ("train_seconds", -1.0, "train_seconds"),
+    "schema true": ("schema", True, "schema"),
+    "schema 1.0": ("schema", 1.0, "schema"),
+    "top-5 below top-1": ("metrics.test_top5", 0.3, "metrics.test_top5"),
+    "best top-5 below best top-1": ("metrics", {"test_top1": 0.5, "test_top5": 0.7,
+                                                "best_test_top1": 0.6, "best_test_top5": 0.55},
+                                    "metrics.best_test_top5"),
+    "history top-1 as a percentage": ("history.1.val/top1", 40.0, "history.1.val/top1"),
+    "history top-5 negative": ("history.0.train/top5", -0.2, "history.0.train/top5"),
+    "history epoch repeated": ("history.1.epoch", 1, "history.1.epoch"),
+    "history epochs decreasing": ("history.2.epoch", 1, "history.2.epoch"),
+    "wandb mode unknown": ("wandb.mode", "bogus", "wandb.mode"),
 }
 
 

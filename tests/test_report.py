@@ -304,10 +304,19 @@ def test_equal_curves_stay_visible(four_by_three):
     plt, fig = plots.val_figure(comparison(runs), runs)
     lines = fig.axes[0].get_lines()
     assert len(lines) == 4                       # all equal, on top of each other
-    styles = {(str(line.get_linestyle()), line.get_marker(), line.get_markersize())
-              for line in lines}
-    assert len(styles) == 4                      # yet each drawn differently
+    # yet each drawn differently: its own dash pattern AND its own marker ...
+    assert len({(line._unscaled_dash_pattern[0],
+                 tuple(line._unscaled_dash_pattern[1] or ())) for line in lines}) == 4
+    assert len({line.get_marker() for line in lines}) == 4
+    # ... and each later line narrower, so the earlier one still shows around it
+    widths = [line.get_linewidth() for line in lines]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == 4
+    assert all(line.get_alpha() < 1 for line in lines)
     plt.close(fig)
+    # every one of the eight variants is distinct too
+    styles = [plots.line_style(label) for label in plots.VARIANTS.values()]
+    assert len({str(s["linestyle"]) for s in styles}) == 8
+    assert len({s["marker"] for s in styles}) == 8
 
 
 def test_protocols_are_separate_labelled_blocks(tmp_path):

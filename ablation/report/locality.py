@@ -16,6 +16,7 @@ Reads each run's ``diagnostics`` (see :mod:`ablation.diagnostics`) and its
 from __future__ import annotations
 
 import html
+import logging
 import textwrap
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from ablation.report.render import HTML, LATEX, MARKDOWN, Style, block_title, ga
 from ablation.report.stats import factorial_effects, paired_gap
 from ablation.report.tables import (BASELINE, BLOCK, FACTOR_LABELS, VARIANTS, blocks,
                                     expected_variants, factorial_design)
+
+log = logging.getLogger(__name__)
 
 # record quantity -> (column stem, display name, decimals)
 MEASURES = {"mean_distance_px": ("distance", "Mean distance (px)", 2),
@@ -100,8 +103,13 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
         if factors is None:
             continue
         table = None
-        for stem, _, _ in MEASURES.values():
-            effects = factorial_effects(block, factors, stem).set_index("term")
+        fitted = [factorial_effects(block, factors, stem) for stem, _, _ in MEASURES.values()]
+        if any(e is None for e in fitted):  # confounded with the seed: not estimable
+            log.warning("%s: locality effects left out: no seed has every variant",
+                        " x ".join(str(k) for k in key if k))
+            continue
+        for (stem, _, _), effects in zip(MEASURES.values(), fitted):
+            effects = effects.set_index("term")
             if table is None:
                 table = effects[["order"]].copy()
             for col in ("effect", "low", "high", "p_value"):
@@ -112,7 +120,7 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
         table["term"] = [" × ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
         for i, (name, value) in enumerate(zip(BLOCK, key)):
             table.insert(i, name, value)
-        table["seeds"] = block["seed"].nunique()
+        table["seeds"] = fitted[0]["seeds"].to_numpy()
         out.append(table)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 

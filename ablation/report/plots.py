@@ -80,19 +80,26 @@ def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataF
     return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
 
 
-# One (line style, marker, marker size) per variant, in VARIANTS order: where two
-# variants' curves coincide, the one drawn later does not hide the other (different
-# dashes and markers, shrinking marker sizes so the earlier markers stay visible).
-LINE_STYLES = [("--", "o", 7), ("-", "s", 6.5), (":", "^", 6), ("-.", "v", 5.5),
-               ((0, (5, 1)), "D", 5), ((0, (3, 1, 1, 1)), "P", 4.5), ((0, (1, 1)), "X", 4),
-               ("-", "*", 3.5)]
+# One (dash pattern, marker) per variant, in VARIANTS order, all different: where two
+# variants' curves coincide, the one drawn later does not hide the other. Lines are
+# drawn in that order with shrinking width and marker size and a little transparency,
+# so an earlier, wider line still shows around a later one on top of it.
+LINE_STYLES = [("-", "o"), ((0, (6, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (6, 2, 1, 2)), "v"),
+               ((0, (3, 1)), "D"), ((0, (6, 2, 1, 2, 1, 2)), "P"), ((0, (10, 3)), "X"),
+               ((0, (2, 3)), "*")]
+WIDEST, NARROWEST = 3.2, 1.0   # line widths of the first and the last variant drawn
+BIGGEST, SMALLEST = 9.0, 4.0   # marker sizes likewise
 
 
 def line_style(label: str) -> dict:
     """Matplotlib keyword arguments that tell this variant's line apart from the others."""
-    dashes, marker, size = LINE_STYLES[list(VARIANTS.values()).index(label) % len(LINE_STYLES)]
-    return {"linestyle": dashes, "marker": marker, "markersize": size,
-            "markerfacecolor": "none", "alpha": 0.9}
+    order = list(VARIANTS.values()).index(label)
+    dashes, marker = LINE_STYLES[order % len(LINE_STYLES)]
+    step = order / (len(VARIANTS) - 1)
+    return {"linestyle": dashes, "marker": marker,
+            "linewidth": WIDEST - step * (WIDEST - NARROWEST),
+            "markersize": BIGGEST - step * (BIGGEST - SMALLEST),
+            "markerfacecolor": "none", "alpha": 0.8}
 
 
 def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:

@@ -167,6 +167,15 @@ FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (see
 NO_INTERVAL_NOTE = "No interval with one seed per cell: the fit has no residual to estimate one."
 
 
+NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run of every "
+                      "variant, so the switches cannot be told apart from the seed.")
+
+
+def not_estimable(effects: pd.DataFrame, key) -> bool:
+    """Whether this block had a factorial whose effects could not be estimated."""
+    return tuple(key) in {tuple(k) for k in effects.attrs.get("not_estimable", [])}
+
+
 def factorial_note(effects: pd.DataFrame) -> str:
     """The effects' footnote; the one-seed remark only where a block really has one seed."""
     one_seed = not effects.empty and bool((effects["seeds"] == 1).any())
@@ -188,6 +197,8 @@ def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
                       _md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
+        elif not_estimable(effects, key):
+            parts += [NOT_ESTIMABLE_NOTE, ""]
     if not effects.empty:
         parts += [factorial_note(effects), ""]
     return "\n".join(parts)
@@ -218,6 +229,8 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                     " & ".join(LATEX.escape(h) for h in FACTORIAL_HEADER) + r" \\", r"\midrule"]
             out += [" & ".join(row) + r" \\" for row in _factorial_rows(mine, LATEX)]
             out += [r"\bottomrule", r"\end{tabular}"]
+        elif not_estimable(effects, key):
+            out += [r"\par\medskip", LATEX.escape(NOT_ESTIMABLE_NOTE)]
         out += [r"\end{table}", ""]
     return "\n".join(out)
 
@@ -241,6 +254,8 @@ def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         mine = _select(effects, key)
         if not mine.empty:
             parts.append(_html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
+        elif not_estimable(effects, key):
+            parts.append(f"<p>{html.escape(NOT_ESTIMABLE_NOTE)}</p>")
     if not effects.empty:
         parts.append(f"<p>{html.escape(factorial_note(effects))}</p>")
     return "\n".join(parts) + "\n"

@@ -42,6 +42,10 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
 
             ci = ttest_rel(v, b).confidence_interval(confidence_level=CONFIDENCE)
             out["low"], out["high"] = float(ci.low), float(ci.high)
+    # an exact-zero mean gap comes out as 3.55e-15 from the round-off of v - b
+    scale = float(np.max(np.abs(np.concatenate([v, b])))) if len(diffs) else 1.0
+    for key in ("gap", "low", "high"):
+        out[key] = clean_zero(out[key], scale)
     return out
 
 
@@ -66,7 +70,22 @@ def effect_terms(factors: Sequence[str]) -> list[tuple[str, ...]]:
     return [c for k in range(1, len(factors) + 1) for c in combinations(factors, k)]
 
 
-def factorial_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str) -> pd.DataFrame:
+def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
+    """The seeds whose runs hold every cell of the 2^k factorial over ``factors``.
+
+    Only these can be fitted with the seed as a block: a seed that lacks a cell
+    is confounded with the switches (ViT run with seed 1, the others with seed
+    0), and OLS would return numbers for effects that the data cannot separate
+    from the seed.
+    """
+    cells = 2 ** len(factors)
+    keys = runs[list(factors)].astype(bool).apply(tuple, axis=1)
+    per_seed = keys.groupby(runs["seed"]).nunique()
+    return sorted(per_seed[per_seed == cells].index)
+
+
+def factorial_effects(runs: pd.DataFrame, factors: Sequence[str],
+                      metric: str) -> pd.DataFrame | None:
     """Effects of the switches on ``metric`` from a full factorial, with 95 % CIs.
 
     Ordinary least squares on +-1 coded switches with every interaction, and
@@ -75,18 +94,32 @@ def factorial_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str) -
     the switch goes from off to on, averaged over the other switches. With no
     residual degrees of freedom (one seed per cell) the effects are exact and
     the intervals are left empty.
+
+    Only the seeds that hold the full factorial are fitted (see
+    :func:`complete_seeds`); when no seed does, or the design matrix is still
+    rank-deficient, the effects are not estimable and None is returned:
+    effects are estimable or absent, never numbers statsmodels made up.
+    The column ``seeds`` counts the seeds fitted.
     """
     import statsmodels.formula.api as smf
 
+    runs = runs[np.isfinite(runs[metric].to_numpy(dtype=float))]  # a run without it
+    seeds = complete_seeds(runs, factors)
+    if not seeds:
+        return None
+    runs = runs[runs["seed"].isin(seeds)]
     data = pd.DataFrame({f: np.where(runs[f].astype(bool), 1.0, -1.0) for f in factors})
     data["y"] = runs[metric].to_numpy(dtype=float)
     data["seed"] = runs["seed"].astype(str).to_numpy()
     formula = "y ~ " + " * ".join(factors)
     if data["seed"].nunique() > 1:
         formula += " + C(seed, Sum)"
+    model = smf.ols(formula, data=data)
+    if np.linalg.matrix_rank(model.exog) < model.exog.shape[1]:
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zero residual df warns; handled below
-        fit = smf.ols(formula, data=data).fit()
+        fit = model.fit()
         intervals = fit.conf_int(alpha=1 - CONFIDENCE) if fit.df_resid > 0 else None
     scale = float(np.nanmax(np.abs(data["y"]))) if len(data) else 1.0
     rows = []
@@ -99,5 +132,6 @@ def factorial_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str) -
         rows.append({"term": " x ".join(term), "order": len(term),
                      "effect": clean_zero(2 * coef, scale),
                      "low": low, "high": high,
-                     "p_value": fit.pvalues[name] if intervals is not None else np.nan})
+                     "p_value": fit.pvalues[name] if intervals is not None else np.nan,
+                     "seeds": len(seeds)})
     return pd.DataFrame(rows)

@@ -7,11 +7,15 @@ block holds a full factorial. Formatting lives in :mod:`ablation.report.render`.
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
 from ablation.report.stats import factorial_effects, paired_gap
+
+log = logging.getLogger(__name__)
 
 # (spt, lsa, learnable_temperature) -> label, in the order the table shows them.
 VARIANTS: dict[tuple[bool, bool, bool], str] = {
@@ -114,8 +118,16 @@ def factorial_design(block: pd.DataFrame) -> list[str] | None:
 
 
 def factorial(runs: pd.DataFrame) -> pd.DataFrame:
-    """Main effects and interactions per block holding a full factorial (percentage points)."""
-    out = []
+    """Main effects and interactions per block holding a full factorial (percentage points).
+
+    Only seeds that hold every cell of the factorial are fitted (column
+    ``seeds``). A block whose effects cannot be estimated (no seed holds the
+    full factorial, e.g. the ViT run with seed 1 and the others with seed 0,
+    where the switches are confounded with the seed) gets no effects and one
+    warning; its key is listed in ``attrs["not_estimable"]`` so the rendered
+    report can say why.
+    """
+    out, not_estimable = [], []
     for (dataset, model, protocol, setting), block in blocks(runs):
         factors = factorial_design(block)
         if factors is None:
@@ -125,7 +137,21 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
         per_metric = {}
         for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
             scaled = done.assign(**{metric: 100 * done[metric]})
-            per_metric[name] = factorial_effects(scaled, factors, metric).set_index("term")
+            per_metric[name] = factorial_effects(scaled, factors, metric)
+        if any(e is None for e in per_metric.values()):
+            key = (dataset, model, protocol, setting)
+            not_estimable.append(key)
+            log.warning("%s: factorial effects left out: no seed has a completed run of "
+                        "every variant, so the switches cannot be told apart from the seed",
+                        " x ".join(str(k) for k in key if k))
+            continue
+        fitted = int(per_metric["top1"]["seeds"].iloc[0])
+        if fitted < done["seed"].nunique():
+            log.warning("%s: factorial effects from the %d seed(s) that have every variant; "
+                        "%d other seed(s) left out of the fit", " x ".join(
+                            str(k) for k in (dataset, model, protocol, setting) if k),
+                        fitted, done["seed"].nunique() - fitted)
+        per_metric = {k: v.set_index("term") for k, v in per_metric.items()}
         table = per_metric["top1"][["order"]].copy()
         for name, effects in per_metric.items():
             for col in ("effect", "low", "high", "p_value"):
@@ -137,6 +163,8 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
         table.insert(0, "protocol", protocol)
         table.insert(0, "model", model)
         table.insert(0, "dataset", dataset)
-        table["seeds"] = done["seed"].nunique()
+        table["seeds"] = per_metric["top1"]["seeds"].to_numpy()
         out.append(table)
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    effects = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    effects.attrs["not_estimable"] = not_estimable
+    return effects

@@ -1,7 +1,7 @@
 """The report as a W&B run (job type ``report``) in the sweep's group.
 
-One report run per group: its id is derived from the group, so making the
-report again (after a rerun, by hand) continues the same run instead of adding
+One report run per group and output folder: its id is derived from both, so
+making the report again (after a rerun, by hand) continues the same run instead of adding
 another. Online, W&B resumes it (``resume="allow"``): the tables and plots are
 logged again as its next step and the summary is updated. Offline, the earlier
 report folder of that id is set aside under ``<out>/.replaced/``, so only the
@@ -60,9 +60,14 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
 
 
 def report_run_id(group: str | None, directory: Path) -> str:
-    """The report run's id: the same for every report of one group (or, without
-    a group, of one output folder), and valid whatever the group's name holds."""
-    key = f"group:{group}" if group else f"folder:{Path(directory).resolve()}"
+    """The report run's id: the same for every report of one group into one output
+    folder, different for another folder, and valid whatever the group's name holds.
+
+    Both parts count: sweeps in different results folders share a group when they
+    share a ``name`` (every ``smoke`` sweep), and their report runs must stay apart
+    when both are synced; re-reporting into the same folder keeps its one run.
+    """
+    key = f"group:{group}\nfolder:{Path(directory).resolve()}"
     return "report-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,11 +9,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablation.lock import REPORT_LOCK_FILE, JobBusy, job_lock
+from ablation.records import atomic_write, find_records
 from ablation.report import locality, plots, render
-from ablation.report.load import load_runs
+from ablation.report.load import ReportError, load_runs
 from ablation.report.tables import comparison, factorial
 
 log = logging.getLogger(__name__)
+
+# How long a report waits for another report of the same folder (two sweeps
+# finishing together): longer than a report takes, short of hanging for good.
+LOCK_WAIT_S = 300.0
 
 
 @dataclass
@@ -29,11 +33,7 @@ class Report:
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(path, text, fsync=False)  # the umask's mode, like run.json
 
 
 def _most_common(values) -> str | None:
@@ -42,16 +42,37 @@ def _most_common(values) -> str | None:
 
 
 def write_report(path: str | Path, *, out_dir: str | Path | None = None,
-                 wandb_settings: Mapping | None = None, make_plots: bool = True) -> Report:
+                 wandb_settings: Mapping | None = None, make_plots: bool = True,
+                 lock_wait_s: float = LOCK_WAIT_S) -> Report:
     """Read the records below ``path``; write comparison.{md,csv,tex,html} and PNGs.
 
     Outputs go to ``out_dir`` (default: ``path`` itself, or its folder if it is a
     file). ``wandb_settings`` (mode, project, entity) defaults to the mode the
     runs were logged with; the report run joins the runs' W&B group.
+
+    One report at a time per output folder: two sweeps finishing together (or a
+    sweep and a hand-made report) would otherwise interleave their files and W&B
+    report folders. The report holds the folder's report lock
+    (:func:`ablation.lock.job_lock`, file ``.report.lock``), waiting up to
+    ``lock_wait_s`` for another report to finish and then making its own (with
+    the records as they are then); after that wait, :class:`ReportError`.
     """
     path = Path(path)
-    runs = load_runs(path)
     out = Path(out_dir) if out_dir else (path if path.is_dir() else path.parent)
+    if not path.exists() or not find_records(path):
+        load_runs(path)  # its one-line error, before a lock file is made
+    try:
+        with job_lock(out, name=REPORT_LOCK_FILE, wait_s=lock_wait_s):
+            return _write_report(path, out, wandb_settings, make_plots)
+    except JobBusy as e:
+        raise ReportError(f"{e.folder} is being reported by another process "
+                          f"(host {e.holder.get('host', '?')}, pid {e.holder.get('pid', '?')}); "
+                          f"waited {lock_wait_s:g} s") from None
+
+
+def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
+                  make_plots: bool) -> Report:
+    runs = load_runs(path)
     out.mkdir(parents=True, exist_ok=True)
     table = comparison(runs)
     effects = factorial(runs)
@@ -88,6 +109,11 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
     if settings["mode"] != "disabled":
         from ablation.report.tracking import log_report
 
-        report.wandb = log_report(table, effects, images, settings=settings,
-                                  group=_most_common(runs["wandb_group"]), directory=out)
+        try:  # the tables and plots are written: W&B trouble must not undo the report
+            report.wandb = log_report(table, effects, images, settings=settings,
+                                      group=_most_common(runs["wandb_group"]), directory=out)
+        except Exception as e:  # noqa: BLE001 - any W&B failure, one line
+            detail = " ".join(str(e).split())[:200]
+            log.warning("W&B report run not logged (%s: %s); the report files are written",
+                        type(e).__name__, detail)
     return report
