@@ -25,6 +25,9 @@ SECRET_ARGS = {
     r"+report.password=PWQ111\ PWQ222": ("PWQ111", "PWQ222"),               # escaped space
     "+gpu.secret=KEYE111=KEYE222 KEYE333": ("KEYE111", "KEYE222", "KEYE333"),  # '=' and space
     "+wandb.credentials='QQ111\\'QQ222'": ("QQ111", "QQ222"),             # escaped quote
+    "+trainer.extra={token:'DDD111 DDD222'}": ("DDD111", "DDD222"),       # inside a dict value
+    "+wandb.api_key_b64=KKK1": ("KKK1",),                                  # the word, then more
+    "+x.passphrase=KKK4": ("KKK4",),
 }
 TOKENS = [t for tokens in SECRET_ARGS.values() for t in tokens]
 
@@ -55,8 +58,41 @@ def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_p
 def test_argv_redaction_replaces_the_whole_value(arg):
     (redacted,) = redact_argv([arg])
     assert redacted == arg.split("=", 1)[0] + "='***redacted***'"
-    assert redact_argv(["-m", "seed=0,1", "trainer.tokens_per_step=3"]) == [
-        "-m", "seed=0,1", "trainer.tokens_per_step=3"]
+    assert redact_argv(["-m", "seed=0,1", "model.pooling=class_token", "+x.notes={a: 1}"]) == [
+        "-m", "seed=0,1", "model.pooling=class_token", "+x.notes={a: 1}"]
+
+
+@pytest.mark.parametrize("arg", [
+    "+aws.private_key=KKK3", "+hf.tokens=KKK5", "+a.b=[1,{c:{Auth_Header:KKK6}}]",
+    "+x.MyApiKey=KKK7", "+x='{\"secrets\": \"KKK8\"}'"])
+def test_secret_words_anywhere_in_the_last_component_or_nested(arg):
+    (redacted,) = redact_argv([arg])
+    assert "KKK" not in redacted and redacted.endswith("='***redacted***'")
+    assert folder_suffix(f"{arg},trainer.epochs=2") == "_trainer.epochs=2"
+    assert folder_suffix("+trainer.extra='***redacted***',seed=1") == "_seed=1"
+
+
+def test_no_key_of_the_projects_config_looks_secret():
+    """Every key Hydra composes, with every option of every group, hydra's own
+    included: the pattern must not hide a real setting."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from ablation.config import is_secret_key
+
+    def keys(node, prefix=""):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if isinstance(value, dict):
+                yield from keys(value, f"{prefix}{key}.")
+    seen = set()
+    for path in (ROOT / "conf").rglob("*.yaml"):   # every option of every group, as written
+        seen |= set(keys(OmegaConf.to_container(OmegaConf.load(path)), f"{path.parent.name}."))
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):  # and Hydra's own
+        seen |= set(keys(OmegaConf.to_container(
+            compose("config", ["hydra/launcher=joblib"], return_hydra_config=True))))
+    assert {"trainer.epochs", "model.pooling", "hydra.job.name", "hydra.launcher.n_jobs"} <= seen
+    assert [k for k in seen if is_secret_key(k)] == []
 
 
 @pytest.mark.parametrize("text", [
