@@ -22,13 +22,13 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from ablation.config import (ConfigError, register_resolvers, scrub_file,  # noqa: E402
-                             switches, validate)
+from ablation.config import (ConfigError, print_refusal, register_resolvers,  # noqa: E402
+                             scrub_file, switches, validate)
 from ablation.data import DataError, check_source  # noqa: E402
 from ablation.device import configure as configure_device  # noqa: E402
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.outputs import remove_created  # noqa: E402
-from ablation.preflight import check_group_options, redact_argv  # noqa: E402
+from ablation.preflight import check_composes, check_group_options, redact_argv  # noqa: E402
 from ablation.records import RECORD_FILENAME  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -38,7 +38,7 @@ log = logging.getLogger("vit-ablation")
 
 def refuse(error: Exception, output_dir: str) -> SystemExit:
     """Bad input: one line, exit 2, and the folders this command created removed."""
-    log.error("%s", error)
+    print_refusal(error)
     remove_created(output_dir)
     return SystemExit(2)
 
@@ -105,7 +105,8 @@ if __name__ == "__main__":
     sys.argv = redact_argv(sys.argv)
     try:
         check_group_options(sys.argv[1:], CONF_DIR)
+        check_composes(sys.argv[1:], CONF_DIR)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_refusal(e)
         sys.exit(2)
     sys.exit(main())

@@ -106,6 +106,18 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message names key, value and what is allowed."""
 
 
+REFUSAL_PREFIX = "error: "
+
+
+def print_refusal(error) -> None:
+    """The one way a refusal is shown, wherever it is found (before Hydra, in
+    a sweep's first callback, in a job or a launcher's worker): one line on
+    stderr, ``error: <what and the fix>``, whatever Hydra's logging does."""
+    import sys
+
+    print(f"{REFUSAL_PREFIX}{error}", file=sys.stderr, flush=True)
+
+
 def as_bool(value, key: str = "switch") -> bool:
     """Hydra parses ``true``/``false`` to bools; anything else is refused."""
     if isinstance(value, bool):

@@ -36,6 +36,14 @@ CASES = {
                                   "dataset=image_folder needs dataset.path="),
     "missing image folder": (["dataset=image_folder", "dataset.path=/no/such/folder"],
                              "dataset.path=/no/such/folder does not exist"),
+    "unquoted unicode": (["name=é"], "cannot parse the override 'name=é' (LexerNoViableAlt"),
+    "tilde": (["name=~"], "cannot parse the override 'name=~'"),
+    "typo in a key": (["trainer.epoch=3"], "trainer.epoch is not a config key: did you mean "
+                                           "trainer.epochs? (to add a new key, use +trainer.epoch="),
+    "missing environment variable": (["name=${oc.env:NOPE_X}"], "name cannot be resolved: "
+                                      "KeyError raised while resolving interpolation: "
+                                      "\"Environment variable 'NOPE_X' not found\""),
+    "self reference": (["name=${name}"], "name cannot be resolved: Recursive interpolation"),
 }
 
 
@@ -51,6 +59,7 @@ def assert_refused(result, message, tmp_path, before=()):
     assert message in out, out[-2000:]
     lines = [line for line in out.splitlines() if message in line]
     assert len(lines) == 1 and len(lines[0]) < 400 and "Traceback" not in out, out[-2000:]
+    assert lines[0].startswith("error: ") and "[HYDRA]" not in out, lines  # one format
     assert "Epoch 1" not in out
     assert listing(tmp_path) == list(before), listing(tmp_path)
 
@@ -66,7 +75,8 @@ def test_bad_value_is_refused_before_training(tmp_path, overrides, message):
     (["spt=true,maybe"], "spt='maybe' is not a boolean"),
     (["model=tiny,huge"], "model=huge is unknown: the model options are"),
     (["name=../../etc"], "name='../../etc' cannot name a folder"),
-], ids=["switch", "group option", "name"])
+    (["trainer.epoch=3,4"], "trainer.epoch is not a config key: did you mean trainer.epochs?"),
+], ids=["switch", "group option", "name", "typo in a swept key"])
 def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path, overrides, message):
     result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
                      "trainer.epochs=1", "lsa=true,false", *overrides)
