@@ -109,6 +109,23 @@ class ConfigError(ValueError):
 REFUSAL_PREFIX = "error: "
 
 
+class Refused(SystemExit):
+    """Refused input, on its way to the process that started the command.
+
+    Raised by a job (in whichever process a launcher runs it) or a sweep
+    callback, never printed there: ``run_sweep.py`` prints its one line once,
+    removes what the command created, and exits 2. A SystemExit so that Hydra
+    passes it on untouched; picklable so that joblib's workers hand it back.
+    """
+
+    def __init__(self, message) -> None:
+        super().__init__(2)
+        self.message = str(message)
+
+    def __reduce__(self):
+        return (Refused, (self.message,))
+
+
 def print_refusal(error) -> None:
     """The one way a refusal is shown, wherever it is found (before Hydra, in
     a sweep's first callback, in a job or a launcher's worker): one line on

@@ -73,7 +73,7 @@ class SweepStart(Callback):
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
 
-        from ablation.config import ConfigError, print_refusal
+        from ablation.config import ConfigError, Refused
         from ablation.data import DataError
         from ablation.outputs import note_missing
         from ablation.preflight import flat_keys, explain
@@ -82,16 +82,14 @@ class SweepStart(Callback):
             jobs = jobs_of()
             check_jobs(jobs)
         except (ConfigError, DataError) as e:
-            print_refusal(e)
-            raise SystemExit(2) from None
+            raise Refused(e) from None
         except (HydraException, OmegaConfBaseException) as e:  # a sweep value: a typo'd key
             valid = flat_keys({k: v for k, v in config.items() if k != "hydra"}) \
                 if config is not None else []                   # or an unresolvable value
             message = explain(e, valid)
             if message is None:
                 raise
-            print_refusal(message)
-            raise SystemExit(2) from None
+            raise Refused(message) from None
         note_missing([*([sweep_dir] if sweep_dir else []), *(folder for _, folder in jobs)])
         if sweep_dir is not None:  # where this sweep's jobs say what they did
             outcomes.start(sweep_dir)

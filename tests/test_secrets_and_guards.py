@@ -14,7 +14,7 @@ from ablation.config import (ConfigError, check_folder_name, folder_suffix, reda
                              split_overrides)
 from ablation.data import DataError, _download, read_cifar
 from ablation.native_log import quiet_native_stderr
-from ablation.outputs import note_missing, remove_created
+from ablation.outputs import note_missing, remove_all_created, remove_created
 from ablation.preflight import check_group_options, redact_argv
 from conftest import ROOT, run_cli
 
@@ -152,6 +152,34 @@ def test_only_folders_this_command_created_are_removed(tmp_path, monkeypatch):
     assert not (tmp_path / "results" / "new-sweep").exists()
     remove_created(kept)       # existed before: never removed
     assert (kept / "run.json").exists()
+
+
+def test_after_a_refusal_the_command_removes_its_new_folders_but_no_run(tmp_path, monkeypatch):
+    """What a launcher's workers left side by side: bookkeeping-only job folders
+    go, with the sweep folder once empty; a job that finished keeps its output."""
+    import pickle
+
+    from ablation.config import Refused
+
+    monkeypatch.delenv("VIT_ABLATION_NEW_FOLDERS", raising=False)
+    sweep = tmp_path / "results" / "new-sweep"
+    jobs = [sweep / "vit-s0", sweep / "vit-s1"]
+    note_missing([sweep, *jobs])
+    for job in jobs:
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "config.yaml").write_text("x")
+        (job / "run_sweep.log").write_text("x")
+    (sweep / "multirun.yaml").write_text("x")
+    remove_all_created()
+    assert not (tmp_path / "results").exists()
+    note_missing([sweep, *jobs])
+    (jobs[0] / ".hydra").mkdir(parents=True)
+    (jobs[1] / "wandb").mkdir(parents=True)
+    (jobs[1] / "wandb" / "run.wandb").write_text("x")
+    remove_all_created()
+    assert not jobs[0].exists() and (jobs[1] / "wandb" / "run.wandb").exists()
+    refused = pickle.loads(pickle.dumps(Refused("x=1 is bad")))  # as joblib hands it back
+    assert isinstance(refused, SystemExit) and refused.code == 2 and refused.message == "x=1 is bad"
 
 
 def test_refusals_are_one_complete_line(tmp_path):
