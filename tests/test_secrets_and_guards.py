@@ -232,3 +232,14 @@ def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
                            "test_fraction": 0.34, "split_seed": 0})
     lines = [r.getMessage() for r in caplog.records if "not images" in r.getMessage()]
     assert len(lines) == 1 and "skipped 3 file(s)" in lines[0] and "1 .csv, 2 .txt" in lines[0]
+
+
+def test_data_locations_never_name_job_folders():
+    """A path given on the command line holds '/', which no folder name may."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", ["dataset=fashion_mnist", "dataset.search_paths=[/a/b,/c]",
+                                 "dataset.path=/x/y", "trainer.epochs=2"],
+                      return_hydra_config=True)
+    assert cfg.hydra.job.override_dirname == "dataset=fashion_mnist,trainer.epochs=2"
