@@ -76,7 +76,7 @@ class SweepStart(Callback):
         from ablation.config import ConfigError, Refused
         from ablation.data import DataError
         from ablation.outputs import note_missing
-        from ablation.preflight import flat_keys, explain
+        from ablation.preflight import explain, flat_keys
 
         try:
             jobs = jobs_of()

@@ -50,8 +50,12 @@ def explain(error: BaseException, valid_keys=()) -> str | None:
     import re
 
     from hydra.errors import ConfigCompositionException, OverrideParseException
-    from omegaconf.errors import (ConfigAttributeError, ConfigKeyError,
-                                  InterpolationResolutionError, OmegaConfBaseException)
+    from omegaconf.errors import (
+        ConfigAttributeError,
+        ConfigKeyError,
+        InterpolationResolutionError,
+        OmegaConfBaseException,
+    )
 
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if isinstance(error, OverrideParseException):

@@ -38,11 +38,12 @@ CASES = {
                              "dataset.path=/no/such/folder does not exist"),
     "unquoted unicode": (["name=é"], "cannot parse the override 'name=é' (LexerNoViableAlt"),
     "tilde": (["name=~"], "cannot parse the override 'name=~'"),
-    "typo in a key": (["trainer.epoch=3"], "trainer.epoch is not a config key: did you mean "
-                                           "trainer.epochs? (to add a new key, use +trainer.epoch="),
-    "missing environment variable": (["name=${oc.env:NOPE_X}"], "name cannot be resolved: "
-                                      "KeyError raised while resolving interpolation: "
-                                      "\"Environment variable 'NOPE_X' not found\""),
+    "typo in a key": (["trainer.epoch=3"], ("trainer.epoch is not a config key: did you mean "
+                                            "trainer.epochs? (to add a new key, use "
+                                            "+trainer.epoch=")),
+    "missing environment variable": (["name=${oc.env:NOPE_X}"], (
+        "name cannot be resolved: KeyError raised while resolving interpolation: "
+        "\"Environment variable 'NOPE_X' not found\"")),
     "self reference": (["name=${name}"], "name cannot be resolved: Recursive interpolation"),
 }
 

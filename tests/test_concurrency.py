@@ -101,7 +101,7 @@ def test_outcome_folders_of_killed_sweeps_are_removed_live_ones_kept(tmp_path, m
     removes it, never one whose process lives or one from another host."""
     monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+                          capture_output=True, text=True, check=True).stdout.strip()
     host = outcomes._host()
     sweeps = tmp_path / outcomes.SWEEPS_DIR
     names = {"dead": f"20260101-000000-{host}-{dead}-0123abcd",
