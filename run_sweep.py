@@ -22,13 +22,13 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from ablation.config import (ConfigError, register_resolvers, scrub_file,  # noqa: E402
-                             switches, validate)
+from ablation.config import (ConfigError, Refused, print_refusal,  # noqa: E402
+                             register_resolvers, scrub_file, switches, validate)
 from ablation.data import DataError, check_source  # noqa: E402
 from ablation.device import configure as configure_device  # noqa: E402
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV  # noqa: E402
-from ablation.outputs import remove_created  # noqa: E402
-from ablation.preflight import check_group_options, redact_argv  # noqa: E402
+from ablation.outputs import remove_all_created, remove_created  # noqa: E402
+from ablation.preflight import check_composes, check_group_options, redact_argv  # noqa: E402
 from ablation.records import RECORD_FILENAME  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -36,11 +36,11 @@ register_resolvers()
 log = logging.getLogger("vit-ablation")
 
 
-def refuse(error: Exception, output_dir: str) -> SystemExit:
-    """Bad input: one line, exit 2, and the folders this command created removed."""
-    log.error("%s", error)
+def refuse(error: Exception, output_dir: str) -> Refused:
+    """Bad input: the job's folder removed if this command created it; the
+    command's own process prints the one line and removes the rest."""
     remove_created(output_dir)
-    return SystemExit(2)
+    return Refused(error)
 
 
 def progress_line(cfg: DictConfig) -> str:
@@ -105,7 +105,12 @@ if __name__ == "__main__":
     sys.argv = redact_argv(sys.argv)
     try:
         check_group_options(sys.argv[1:], CONF_DIR)
+        check_composes(sys.argv[1:], CONF_DIR)
+        main()
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print_refusal(e)
         sys.exit(2)
-    sys.exit(main())
+    except Refused as e:  # from a job (here or in a launcher's worker) or SweepStart
+        print_refusal(e.message)
+        remove_all_created()
+        sys.exit(2)

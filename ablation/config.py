@@ -17,9 +17,27 @@ SWITCH_SHORT_NAMES = {"spt": "spt", "lsa": "lsa", "learnable_temperature": "temp
 WANDB_MODES = ("online", "offline", "disabled")
 
 
-_SECRET_WORDS = r"(?:api_?key|token|secret|password|passwd|credentials?)"
-SECRET_KEY = re.compile(rf"(?:^|[_.+-]){_SECRET_WORDS}$", re.IGNORECASE)  # name ends so
+# The one definition of a secret-looking key: its last dotted component
+# *contains* one of these words (``api_key_b64``, ``hf.tokens``,
+# ``aws.private_key``), case-insensitive. No key of this project's config does
+# (tests/test_secrets_and_guards.py checks every composed key); over-hiding a
+# value is harmless, leaking one is not.
+_SECRET_WORDS = r"(?:api_?key|token|secret|passw(?:or)?d|passphrase|private_?key|credential|auth)"
+SECRET_KEY = re.compile(rf"{_SECRET_WORDS}[^.]*$", re.IGNORECASE)  # in the last component
 REDACTED = "***redacted***"
+# A secret-named key inside a dict value (``{token: 'a b'}``, ``[{'auth': x}]``)
+_NESTED_SECRET = re.compile(rf"""[\w+-]*{_SECRET_WORDS}[\w+-]*['"]?\s*:""", re.IGNORECASE)
+
+
+def is_secret_key(key) -> bool:
+    """True for a key (dotted or not) whose last component names a secret."""
+    return bool(SECRET_KEY.search(str(key)))
+
+
+def holds_secret(value_text: str) -> bool:
+    """True if an override's value text has a secret-named key at any depth
+    (a dict, or a dict in a list), or was already redacted."""
+    return REDACTED in value_text or bool(_NESTED_SECRET.search(value_text))
 
 
 def redact(value):
@@ -30,7 +48,7 @@ def redact(value):
     reaches a record or the W&B config.
     """
     if isinstance(value, dict):
-        return {k: REDACTED if SECRET_KEY.search(str(k)) and v is not None else redact(v)
+        return {k: REDACTED if is_secret_key(k) and v is not None else redact(v)
                 for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
@@ -41,7 +59,7 @@ def redact(value):
 # of the line, whatever it holds (spaces, commas, ``=``): over-redacting a line
 # of a saved file is harmless, leaking the second half of a key is not.
 _SECRET_ASSIGNMENT = re.compile(
-    rf"((?<![\w.+-])(?:[\w.+-]*[_.+-])?{_SECRET_WORDS}['\"]?\s*[:=]\s*)"
+    rf"((?<![\w.+-])[\w.+-]*{_SECRET_WORDS}[\w+-]*['\"]?\s*[:=]\s*)"
     r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|[^\n]*[^\s])""", re.IGNORECASE)
 
 
@@ -58,11 +76,12 @@ def _override_key(arg: str) -> str | None:
 
 
 def redact_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the whole value of every secret-named override replaced."""
+    """``argv`` with the whole value of every override that names a secret
+    replaced: a secret-named key, or one inside a dict value at any depth."""
     out = []
     for arg in argv:
         key = _override_key(arg)
-        if key and SECRET_KEY.search(key):
+        if key and (is_secret_key(key) or holds_secret(arg.split("=", 1)[1])):
             arg = f"{arg.split('=', 1)[0]}='{REDACTED}'"
         out.append(arg)
     return out
@@ -85,6 +104,35 @@ def scrub_file(path) -> None:
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names key, value and what is allowed."""
+
+
+REFUSAL_PREFIX = "error: "
+
+
+class Refused(SystemExit):
+    """Refused input, on its way to the process that started the command.
+
+    Raised by a job (in whichever process a launcher runs it) or a sweep
+    callback, never printed there: ``run_sweep.py`` prints its one line once,
+    removes what the command created, and exits 2. A SystemExit so that Hydra
+    passes it on untouched; picklable so that joblib's workers hand it back.
+    """
+
+    def __init__(self, message) -> None:
+        super().__init__(2)
+        self.message = str(message)
+
+    def __reduce__(self):
+        return (Refused, (self.message,))
+
+
+def print_refusal(error) -> None:
+    """The one way a refusal is shown, wherever it is found (before Hydra, in
+    a sweep's first callback, in a job or a launcher's worker): one line on
+    stderr, ``error: <what and the fix>``, whatever Hydra's logging does."""
+    import sys
+
+    print(f"{REFUSAL_PREFIX}{error}", file=sys.stderr, flush=True)
 
 
 def as_bool(value, key: str = "switch") -> bool:
@@ -150,11 +198,15 @@ def split_overrides(text: str) -> list[str]:
 def folder_suffix(overrides: str) -> str:
     """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty.
 
-    Overrides of secret-looking keys are left out, whole: a folder name is no
-    place for a key passed on the command line.
+    Overrides of secret-looking keys, or whose value holds one (or was
+    redacted), are left out, whole: a folder name is no place for a key
+    passed on the command line.
     """
-    kept = [item for item in split_overrides(str(overrides or ""))
-            if not SECRET_KEY.search(item.split("=", 1)[0].lstrip("+~"))]
+    def secret(item: str) -> bool:
+        key, _, value = item.partition("=")
+        return is_secret_key(key.lstrip("+~")) or holds_secret(value)
+
+    kept = [item for item in split_overrides(str(overrides or "")) if not secret(item)]
     return "_" + ",".join(kept) if kept else ""
 
 

@@ -59,27 +59,37 @@ class SweepStart(Callback):
             plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                      for k, v in config.items() if k != "hydra"}
             return [(plain, Path(str(config.hydra.run.dir)))]
-        self._check(run)
+        self._check(run, config=config)
 
     def on_multirun_start(self, config, **kwargs) -> None:
         def sweep():
             jobs = job_configs(config)
             os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
             return jobs
-        self._check(sweep, Path(str(config.hydra.sweep.dir)))
+        self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
 
     @staticmethod
-    def _check(jobs_of, sweep_dir: Path | None = None) -> None:
-        from ablation.config import ConfigError
+    def _check(jobs_of, sweep_dir: Path | None = None, config=None) -> None:
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        from ablation.config import ConfigError, Refused
         from ablation.data import DataError
         from ablation.outputs import note_missing
+        from ablation.preflight import explain, flat_keys
 
         try:
             jobs = jobs_of()
             check_jobs(jobs)
         except (ConfigError, DataError) as e:
-            log.error("%s", e)
-            raise SystemExit(2) from None
+            raise Refused(e) from None
+        except (HydraException, OmegaConfBaseException) as e:  # a sweep value: a typo'd key
+            valid = flat_keys({k: v for k, v in config.items() if k != "hydra"}) \
+                if config is not None else []                   # or an unresolvable value
+            message = explain(e, valid)
+            if message is None:
+                raise
+            raise Refused(message) from None
         note_missing([*([sweep_dir] if sweep_dir else []), *(folder for _, folder in jobs)])
         if sweep_dir is not None:  # where this sweep's jobs say what they did
             outcomes.start(sweep_dir)

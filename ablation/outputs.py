@@ -7,8 +7,12 @@ Hydra creates anything, :func:`note_missing` records which of the folders
 about to be used do not exist yet; the list travels in an environment variable
 so launchers' worker processes see it too. When a job refuses its input,
 :func:`remove_created` removes its folder only if it was on that list, and
-then each listed parent that holds nothing but Hydra's bookkeeping. Nothing
-that existed before the command started is ever removed.
+then each listed parent that holds nothing but Hydra's bookkeeping. A
+launcher's workers run jobs side by side, so one job's refusal cannot tidy a
+sibling's folder: the command's own process then calls
+:func:`remove_all_created` once every job has stopped. Nothing that existed
+before the command started is ever removed, nor any folder holding a run's
+output.
 """
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ NEW_FOLDERS_ENV = "VIT_ABLATION_NEW_FOLDERS"
 # What Hydra writes in a sweep folder on its own; a folder holding only these
 # (and empty folders) has nothing of the user's.
 HYDRA_BOOKKEEPING = {"multirun.yaml"}
+# What a job's folder holds before its job has trained anything.
+JOB_BOOKKEEPING = {"multirun.yaml", "run_sweep.log"}
+BOOKKEEPING_DIRS = {".hydra"}
 
 
 def _missing_chain(folder: Path) -> list[Path]:
@@ -73,4 +80,34 @@ def remove_created(job_folder: str | Path) -> list[Path]:
             break
         shutil.rmtree(parent)
         removed.append(parent)
+    return removed
+
+
+def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None) -> bool:
+    """True if every file below ``folder`` is Hydra's or this invocation's bookkeeping."""
+    for path in folder.rglob("*"):
+        if not (path.is_file() or path.is_symlink()):
+            continue
+        parts = set(path.relative_to(folder).parts[:-1])
+        if path.name in JOB_BOOKKEEPING or parts & BOOKKEEPING_DIRS:
+            continue
+        if outcomes_folder is not None and outcomes_folder in path.parents:
+            continue
+        return False
+    return True
+
+
+def remove_all_created() -> list[Path]:
+    """After a refusal, in the command's own process: remove every folder noted
+    as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
+    ``multirun.yaml``, this invocation's outcome files), deepest first."""
+    from ablation.outcomes import OUTCOMES_ENV
+
+    outcomes = os.environ.get(OUTCOMES_ENV)
+    outcomes_folder = Path(outcomes) if outcomes else None
+    removed = []
+    for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and _nothing_of_a_run(folder, outcomes_folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
     return removed

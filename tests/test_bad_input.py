@@ -36,6 +36,15 @@ CASES = {
                                   "dataset=image_folder needs dataset.path="),
     "missing image folder": (["dataset=image_folder", "dataset.path=/no/such/folder"],
                              "dataset.path=/no/such/folder does not exist"),
+    "unquoted unicode": (["name=é"], "cannot parse the override 'name=é' (LexerNoViableAlt"),
+    "tilde": (["name=~"], "cannot parse the override 'name=~'"),
+    "typo in a key": (["trainer.epoch=3"], ("trainer.epoch is not a config key: did you mean "
+                                            "trainer.epochs? (to add a new key, use "
+                                            "+trainer.epoch=")),
+    "missing environment variable": (["name=${oc.env:NOPE_X}"], (
+        "name cannot be resolved: KeyError raised while resolving interpolation: "
+        "\"Environment variable 'NOPE_X' not found\"")),
+    "self reference": (["name=${name}"], "name cannot be resolved: Recursive interpolation"),
 }
 
 
@@ -51,6 +60,7 @@ def assert_refused(result, message, tmp_path, before=()):
     assert message in out, out[-2000:]
     lines = [line for line in out.splitlines() if message in line]
     assert len(lines) == 1 and len(lines[0]) < 400 and "Traceback" not in out, out[-2000:]
+    assert lines[0].startswith("error: "), lines  # one format, printed once
     assert "Epoch 1" not in out
     assert listing(tmp_path) == list(before), listing(tmp_path)
 
@@ -66,7 +76,8 @@ def test_bad_value_is_refused_before_training(tmp_path, overrides, message):
     (["spt=true,maybe"], "spt='maybe' is not a boolean"),
     (["model=tiny,huge"], "model=huge is unknown: the model options are"),
     (["name=../../etc"], "name='../../etc' cannot name a folder"),
-], ids=["switch", "group option", "name"])
+    (["trainer.epoch=3,4"], "trainer.epoch is not a config key: did you mean trainer.epochs?"),
+], ids=["switch", "group option", "name", "typo in a swept key"])
 def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path, overrides, message):
     result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
                      "trainer.epochs=1", "lsa=true,false", *overrides)
@@ -85,10 +96,12 @@ def test_class_folder_without_readable_images(tmp_path):
     assert_refused(result, f"class folder {data}/dogs has no readable images", out)
 
 
-@pytest.mark.parametrize("multirun", [False, True], ids=["single run", "multirun"])
+@pytest.mark.parametrize("multirun", [False, True], ids=["single run", "joblib multirun"])
 def test_truncated_cifar_archive(tmp_path, multirun):
     """Found only when the job loads its data, after Hydra made its folders:
-    those this command created are removed, what was there before is kept."""
+    those this command created are removed, what was there before is kept.
+    The sweep runs two jobs side by side in joblib's workers: both refuse,
+    the line is printed once, and neither job's folder is left."""
     archive = tmp_path / "data" / "cifar-10-python.tar.gz"
     archive.parent.mkdir()
     make_cifar_archive(archive, fine=False)
@@ -97,7 +110,8 @@ def test_truncated_cifar_archive(tmp_path, multirun):
     (out / "earlier").mkdir(parents=True)
     (out / "earlier" / "notes.txt").write_text("kept")
     before = listing(tmp_path)
-    result = run_cli(*(["-m", "seed=0,1"] if multirun else []), "experiment=smoke",
+    result = run_cli(*(["-m", "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+                       if multirun else []), "experiment=smoke",
                      f"results_dir={out}", "dataset=cifar10", f"dataset.path={archive}")
     assert_refused(result, "is not a readable cifar-10-batches-py archive", tmp_path, before)
     assert "re-download it or point dataset.path at a good copy" in result.stdout + result.stderr

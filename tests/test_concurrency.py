@@ -2,6 +2,7 @@
 skips it with one line naming the holder; a sweep's exit code counts only the
 jobs it ran. (A killed holder releases the lock: tests/test_resume.py.)"""
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -93,3 +94,25 @@ def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
         assert json.loads((tmp_path / ".lock").read_text()) == me
     with job_lock(tmp_path):  # free again
         pass
+
+
+def test_outcome_folders_of_killed_sweeps_are_removed_live_ones_kept(tmp_path, monkeypatch):
+    """A sweep killed with -9 leaves its outcome folder; the next sweep's start
+    removes it, never one whose process lives or one from another host."""
+    monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    host = outcomes._host()
+    sweeps = tmp_path / outcomes.SWEEPS_DIR
+    names = {"dead": f"20260101-000000-{host}-{dead}-0123abcd",
+             "live": f"20260101-000000-{host}-1-0123abcd",            # pid 1 always lives
+             "other host": f"20260101-000000-elsewhere-{dead}-0123abcd",
+             "not ours": "notes"}
+    for name in names.values():
+        (sweeps / name).mkdir(parents=True)
+        (sweeps / name / "x.json").write_text("{}")
+    folder = outcomes.start(tmp_path)
+    monkeypatch.setenv(outcomes.OUTCOMES_ENV, str(folder))  # restored after the test
+    left = sorted(p.name for p in sweeps.iterdir())
+    assert left == sorted(v for k, v in names.items() if k != "dead")
+    assert outcomes._NAME.match(folder.name)["pid"] == str(os.getpid())

@@ -1,15 +1,12 @@
 """The reporter against confounded designs, hostile records and concurrent reports
 (issue 7 review): hand-written records, in process."""
-import json
 import logging
 import os
 import re
 import stat
 
-import numpy as np
 import pytest
 
-from ablation.records import write_record
 from ablation.report import factorial, load_runs, write_report
 from test_report import record
 

@@ -14,7 +14,7 @@ from ablation.config import (ConfigError, check_folder_name, folder_suffix, reda
                              split_overrides)
 from ablation.data import DataError, _download, read_cifar
 from ablation.native_log import quiet_native_stderr
-from ablation.outputs import note_missing, remove_created
+from ablation.outputs import note_missing, remove_all_created, remove_created
 from ablation.preflight import check_group_options, redact_argv
 from conftest import ROOT, run_cli
 
@@ -25,6 +25,9 @@ SECRET_ARGS = {
     r"+report.password=PWQ111\ PWQ222": ("PWQ111", "PWQ222"),               # escaped space
     "+gpu.secret=KEYE111=KEYE222 KEYE333": ("KEYE111", "KEYE222", "KEYE333"),  # '=' and space
     "+wandb.credentials='QQ111\\'QQ222'": ("QQ111", "QQ222"),             # escaped quote
+    "+trainer.extra={token:'DDD111 DDD222'}": ("DDD111", "DDD222"),       # inside a dict value
+    "+wandb.api_key_b64=KKK1": ("KKK1",),                                  # the word, then more
+    "+x.passphrase=KKK4": ("KKK4",),
 }
 TOKENS = [t for tokens in SECRET_ARGS.values() for t in tokens]
 
@@ -55,8 +58,41 @@ def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_p
 def test_argv_redaction_replaces_the_whole_value(arg):
     (redacted,) = redact_argv([arg])
     assert redacted == arg.split("=", 1)[0] + "='***redacted***'"
-    assert redact_argv(["-m", "seed=0,1", "trainer.tokens_per_step=3"]) == [
-        "-m", "seed=0,1", "trainer.tokens_per_step=3"]
+    assert redact_argv(["-m", "seed=0,1", "model.pooling=class_token", "+x.notes={a: 1}"]) == [
+        "-m", "seed=0,1", "model.pooling=class_token", "+x.notes={a: 1}"]
+
+
+@pytest.mark.parametrize("arg", [
+    "+aws.private_key=KKK3", "+hf.tokens=KKK5", "+a.b=[1,{c:{Auth_Header:KKK6}}]",
+    "+x.MyApiKey=KKK7", "+x='{\"secrets\": \"KKK8\"}'"])
+def test_secret_words_anywhere_in_the_last_component_or_nested(arg):
+    (redacted,) = redact_argv([arg])
+    assert "KKK" not in redacted and redacted.endswith("='***redacted***'")
+    assert folder_suffix(f"{arg},trainer.epochs=2") == "_trainer.epochs=2"
+    assert folder_suffix("+trainer.extra='***redacted***',seed=1") == "_seed=1"
+
+
+def test_no_key_of_the_projects_config_looks_secret():
+    """Every key Hydra composes, with every option of every group, hydra's own
+    included: the pattern must not hide a real setting."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from ablation.config import is_secret_key
+
+    def keys(node, prefix=""):
+        for key, value in node.items():
+            yield f"{prefix}{key}"
+            if isinstance(value, dict):
+                yield from keys(value, f"{prefix}{key}.")
+    seen = set()
+    for path in (ROOT / "conf").rglob("*.yaml"):   # every option of every group, as written
+        seen |= set(keys(OmegaConf.to_container(OmegaConf.load(path)), f"{path.parent.name}."))
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):  # and Hydra's own
+        seen |= set(keys(OmegaConf.to_container(
+            compose("config", ["hydra/launcher=joblib"], return_hydra_config=True))))
+    assert {"trainer.epochs", "model.pooling", "hydra.job.name", "hydra.launcher.n_jobs"} <= seen
+    assert [k for k in seen if is_secret_key(k)] == []
 
 
 @pytest.mark.parametrize("text", [
@@ -118,6 +154,34 @@ def test_only_folders_this_command_created_are_removed(tmp_path, monkeypatch):
     assert (kept / "run.json").exists()
 
 
+def test_after_a_refusal_the_command_removes_its_new_folders_but_no_run(tmp_path, monkeypatch):
+    """What a launcher's workers left side by side: bookkeeping-only job folders
+    go, with the sweep folder once empty; a job that finished keeps its output."""
+    import pickle
+
+    from ablation.config import Refused
+
+    monkeypatch.delenv("VIT_ABLATION_NEW_FOLDERS", raising=False)
+    sweep = tmp_path / "results" / "new-sweep"
+    jobs = [sweep / "vit-s0", sweep / "vit-s1"]
+    note_missing([sweep, *jobs])
+    for job in jobs:
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "config.yaml").write_text("x")
+        (job / "run_sweep.log").write_text("x")
+    (sweep / "multirun.yaml").write_text("x")
+    remove_all_created()
+    assert not (tmp_path / "results").exists()
+    note_missing([sweep, *jobs])
+    (jobs[0] / ".hydra").mkdir(parents=True)
+    (jobs[1] / "wandb").mkdir(parents=True)
+    (jobs[1] / "wandb" / "run.wandb").write_text("x")
+    remove_all_created()
+    assert not jobs[0].exists() and (jobs[1] / "wandb" / "run.wandb").exists()
+    refused = pickle.loads(pickle.dumps(Refused("x=1 is bad")))  # as joblib hands it back
+    assert isinstance(refused, SystemExit) and refused.code == 2 and refused.message == "x=1 is bad"
+
+
 def test_refusals_are_one_complete_line(tmp_path):
     def offline():
         raise Exception("URL fetch failure on https://www.cs.toronto.edu/~kriz/cifar-10-python"
@@ -168,3 +232,14 @@ def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
                            "test_fraction": 0.34, "split_seed": 0})
     lines = [r.getMessage() for r in caplog.records if "not images" in r.getMessage()]
     assert len(lines) == 1 and "skipped 3 file(s)" in lines[0] and "1 .csv, 2 .txt" in lines[0]
+
+
+def test_data_locations_never_name_job_folders():
+    """A path given on the command line holds '/', which no folder name may."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", ["dataset=fashion_mnist", "dataset.search_paths=[/a/b,/c]",
+                                 "dataset.path=/x/y", "trainer.epochs=2"],
+                      return_hydra_config=True)
+    assert cfg.hydra.job.override_dirname == "dataset=fashion_mnist,trainer.epochs=2"
