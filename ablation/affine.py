@@ -39,7 +39,7 @@ class AffineAugmentation(layers.Layer):
         horizontal_flip: flip half the images left-right.
         rotation: angles uniform in +-``rotation`` of a full turn (``RandomRotation``).
         zoom: height and width zoom factors, each uniform in [1 - zoom, 1 + zoom]
-            and independent (``RandomZoom(zoom, zoom)``: > 1 shows less of the image).
+            and independent (``RandomZoom(zoom, zoom)``: > 1 zooms out and shows more of the image).
         seed: seed of the layer's random generator.
     """
 

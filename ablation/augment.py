@@ -18,6 +18,8 @@ import keras
 import numpy as np
 from keras import layers, ops
 
+from ablation.seeding import layer_seed
+
 # AutoAugment, CIFAR-10 policy (Cubuk et al. 2019; the table the official code's
 # CIFAR10Policy implements): 25 sub-policies of two (operation, probability, magnitude 0-9).
 CIFAR10_POLICY = [
@@ -113,11 +115,13 @@ class AutoAugment(layers.Layer):
         if policy != "cifar10":
             raise ValueError(f"AutoAugment policy {policy!r}: only cifar10 is implemented")
         self.policy, self.seed = policy, seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.seed_generator = keras.random.SeedGenerator(layer_seed(seed, "autoaugment"))
         self.table = CIFAR10_POLICY
         self.keys = sorted({(name, magnitude) for sub in self.table
                             for name, _, magnitude in sub})
-        self.operations = [operation(name, magnitude, seed) for name, magnitude in self.keys]
+        # each operation its own seed: one shared integer would make their draws coincide
+        self.operations = [operation(name, magnitude, layer_seed(seed, f"autoaugment/{i}/{name}"))
+                           for i, (name, magnitude) in enumerate(self.keys)]
 
     def build(self, input_shape):
         for layer in self.operations:
@@ -153,7 +157,7 @@ class AutoAugment(layers.Layer):
         return {**super().get_config(), "policy": self.policy, "seed": self.seed}
 
 
-def recipe_layers(recipe: Mapping, seed: int | None = None, image_size: int | None = None
+def recipe_layers(recipe: Mapping, seed: int | None = None, input_size: int | None = None
                   ) -> tuple[list[layers.Layer], list[layers.Layer]]:
     """(before normalisation, after normalisation) layers for the recipe keys.
 
@@ -167,17 +171,24 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, image_size: int | No
     padding = int(recipe.get("crop_padding") or 0)
     if padding:
         # shift by up to `padding` whole pixels with zero fill = pad, then crop the
-        # original size at a random offset; the identity at inference
-        side = float(image_size or recipe.get("crop_size") or 32)
-        before.append(layers.RandomTranslation(padding / side, padding / side,
+        # original size at a random offset; the identity at inference. It runs on the
+        # images as fed (before resizing), so the shift is relative to their side;
+        # a shift uniform in +-(padding + 0.5) px rounded to the nearest pixel makes
+        # each of the 2 * padding + 1 offsets equally likely, as the official crop.
+        side = float(input_size or 32)
+        factor = (padding + 0.5) / side
+        before.append(layers.RandomTranslation(factor, factor,
                                                fill_mode="constant", fill_value=0.0,
-                                               interpolation="nearest", seed=seed,
+                                               interpolation="nearest",
+                                               seed=layer_seed(seed, "random_crop"),
                                                name="random_crop"))
     policy = recipe.get("policy")
     if policy == "autoaugment":
-        before.append(AutoAugment("cifar10", seed=seed, name="autoaugment"))
+        before.append(AutoAugment("cifar10", seed=seed, name="autoaugment"))  # seeds its parts
     elif policy == "randaugment":
-        before.append(layers.RandAugment(value_range=RANGE, seed=seed, name="randaugment"))
+        before.append(layers.RandAugment(value_range=RANGE,
+                                         seed=layer_seed(seed, "randaugment"),
+                                         name="randaugment"))
     elif policy:
         raise ValueError(f"augmentation.policy={policy!r}: use autoaugment, randaugment or null")
     erasing = float(recipe.get("random_erasing") or 0.0)
@@ -185,6 +196,7 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, image_size: int | No
         # on normalised pixels: erase 2-40 % of the image (official sl, sh) with 0, the
         # mean colour
         after.append(layers.RandomErasing(factor=(erasing, erasing), scale=(0.02, 0.4),
-                                          value_range=(-1e3, 1e3), fill_value=0.0, seed=seed,
+                                          value_range=(-1e3, 1e3), fill_value=0.0,
+                                          seed=layer_seed(seed, "random_erasing"),
                                           name="random_erasing"))
     return before, after

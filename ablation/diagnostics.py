@@ -149,7 +149,11 @@ class BlockStatistics(keras.layers.Layer):
     def call(self, tokens):
         prefix = tokens.shape[1] - self.rows * self.cols
         attention = self.block.attention
-        weights = attention.attention_weights(self.block.attention_norm(tokens))
+        # the model's own logits; the softmax in float32 so that under mixed
+        # precision the measures are not computed from bfloat16-rounded weights
+        # (in float32 this is exactly attention_weights)
+        logits = attention.attention_logits(self.block.attention_norm(tokens))
+        weights = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         out = query_sums(weights, self.distances, prefix, attention.mask_diagonal)
         if self.keep_map:
             out["map"] = centre_map(weights, prefix, self.rows, self.cols)

@@ -431,8 +431,11 @@ class DropPath(layers.Layer):
             return x
         keep = 1.0 - self.rate
         shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
-        draw = keras.random.uniform(shape, seed=self.seed_generator, dtype=x.dtype)
-        return x * (ops.floor(keep + draw) / keep)  # floor(keep + U) is 1 with prob. keep
+        # in float32 whatever the compute dtype: a bfloat16 draw and 1/keep would
+        # bias the kept share and the scale (0.8977 kept, x1.109 at rate 0.1)
+        draw = keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
+        mask = ops.floor(keep + draw) / keep  # floor(keep + U) is 1 with prob. keep
+        return ops.cast(ops.cast(x, "float32") * mask, x.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape

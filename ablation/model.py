@@ -15,6 +15,7 @@ import numpy as np
 from keras import layers
 
 from ablation.affine import AffineAugmentation
+from ablation.seeding import layer_seed
 from ablation.config import AUGMENTATION_IMPLEMENTATIONS
 from ablation.layers import (
     LAYER_NORM_EPSILON,
@@ -35,6 +36,7 @@ def build_augmentation(
     zoom: float = 0.0,
     seed: int | None = None,
     implementation: str = "fused",
+    input_size: int | None = None,
     **recipe,
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
@@ -46,28 +48,33 @@ def build_augmentation(
     affine resample (:class:`ablation.affine.AffineAugmentation`, fast on every
     backend); ``"keras_layers"`` chains the keras.io example's four layers.
     ``recipe`` holds the official recipe's keys (crop, AutoAugment, erasing),
-    built by :func:`ablation.augment.recipe_layers` around the steps here.
+    built by :func:`ablation.augment.recipe_layers` around the steps here;
+    ``input_size`` is the side of the images fed in (before resizing), which
+    the padded crop is relative to. Every random layer gets its own seed
+    derived from ``seed`` (:func:`ablation.seeding.layer_seed`).
     """
     from ablation.augment import recipe_layers  # hook: the official recipe's layers
 
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by config.validate
         raise ValueError(f"augmentation.implementation must be one of "
                          f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
-    before, after = recipe_layers(recipe, seed=seed, image_size=image_size)
+    before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
     normalization = layers.Normalization(name="normalization")
     if normalization_data is not None:
         normalization.adapt(normalization_data)
     if implementation == "fused":
         resample = AffineAugmentation(image_size, horizontal_flip=horizontal_flip,
-                                      rotation=rotation, zoom=zoom, seed=seed, name="resample")
+                                      rotation=rotation, zoom=zoom,
+                                      seed=layer_seed(seed, "resample"), name="resample")
         return keras.Sequential([*before, normalization, resample, *after], name="augmentation")
     steps = [normalization, layers.Resizing(image_size, image_size, name="resize")]
     if horizontal_flip:
-        steps.append(layers.RandomFlip("horizontal", seed=seed, name="flip"))
+        steps.append(layers.RandomFlip("horizontal", seed=layer_seed(seed, "flip"), name="flip"))
     if rotation:
-        steps.append(layers.RandomRotation(rotation, seed=seed, name="rotation"))
+        steps.append(layers.RandomRotation(rotation, seed=layer_seed(seed, "rotation"),
+                                           name="rotation"))
     if zoom:
-        steps.append(layers.RandomZoom(zoom, zoom, seed=seed, name="zoom"))
+        steps.append(layers.RandomZoom(zoom, zoom, seed=layer_seed(seed, "zoom"), name="zoom"))
     return keras.Sequential([*before, *steps, *after], name="augmentation")
 
 
@@ -112,7 +119,7 @@ def build_vit(
         raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x = build_augmentation(image_size, normalization_data, seed=seed,
-                           **dict(augmentation or {}))(inputs)
+                           input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
     tokens = PatchTokenizer(patch_size, dim, shifted=spt, name="patch_tokenizer")(x)
     if pooling == "class_token":
         tokens = ClassToken(name="class_token")(tokens)

@@ -153,6 +153,28 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
     assert record["params"] - record["trainable_params"] == 2 * 1 + 1  # mean, var, count
 
 
+def test_random_layers_draw_from_their_own_seeds_and_the_crop_is_official():
+    from ablation.model import build_augmentation
+
+    x = np.zeros((2, 32, 32, 3), np.float32)
+    aug = build_augmentation(72, x, implementation="keras_layers", rotation=0.02, zoom=0.2,
+                             crop_padding=4, policy="autoaugment", random_erasing=0.25,
+                             input_size=32, seed=7)
+    seeds = [layer.seed for layer in aug.layers if getattr(layer, "seed", None) is not None]
+    seeds += [op.seed for op in aug.get_layer("autoaugment").operations if hasattr(op, "seed")]
+    assert len(seeds) > 20 and len(set(seeds)) == len(seeds)   # no two layers share a stream
+    crop = aug.get_layer("random_crop")  # on the 32 px input, not the 72 px model size:
+    assert crop.height_factor == crop.width_factor == pytest.approx(4.5 / 32)  # 9 offsets
+    # the flip no longer decides the rotation's sign (one shared seed made them equal)
+    flips, signs = [], []
+    for _ in range(40):
+        flip = aug.get_layer("flip").get_random_transformation(x, training=True)["flips"]
+        angle = aug.get_layer("rotation").get_random_transformation(x, training=True)
+        flips.append(bool(np.asarray(flip).reshape(-1)[0]))
+        signs.append(float(np.asarray(angle["angle"]).reshape(-1)[0]) < 0)
+    assert flips != signs
+
+
 def test_paper_augmentation_runs_in_training_only():
     from ablation.model import build_augmentation
 

@@ -115,6 +115,20 @@ def test_identical_differences_have_no_spread_and_say_so(tmp_path):
     assert "interval has no spread" in report.markdown
 
 
+def test_the_same_gap_in_images_from_float32_accuracies_has_no_spread(tmp_path):
+    # Keras reports float32 accuracies: +3 images of 10,000 in every seed gives
+    # differences that differ by ~1e-6 pp; that is no spread, and never bold.
+    for seed, base in enumerate([8686, 8650, 8701]):
+        record(tmp_path, False, False, False, seed, float(np.float32(base / 10000)))
+        record(tmp_path, True, False, False, seed, float(np.float32((base + 3) / 10000)))
+    report = write_report(tmp_path, make_plots=False)
+    spt = row(report.table, "SPT")
+    assert spt["d_top1_no_spread"]
+    assert spt["d_top1"] == pytest.approx(0.03, abs=1e-5)
+    assert "**" not in next(line for line in report.markdown.splitlines()
+                            if line.startswith("| SPT |"))
+
+
 def test_two_by_two_factorial_effects_match_a_hand_computation(four_by_three):
     effects = factorial(load_runs(four_by_three)).set_index("term")
     y = {k: 100 * np.array(v) for k, v in TOP1.items()}
