@@ -253,7 +253,7 @@ def check_folder_names(config: Mapping, job_folder: str) -> None:
 # what a sweep varies on purpose, and what says nothing about the experiment.
 NOT_A_SETTING = {"spt", "lsa", "learnable_temperature", "seed", "run_name", "sweep_id",
                  "name", "results_dir", "resume", "trainer.verbose", "dataset.path",
-                 "dataset.search_paths"}
+                 "dataset.search_paths", "trainer.data_workers"}  # threads: same batches
 NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 
 

@@ -105,7 +105,11 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
             break
         kept.append(row)
     resumed = progress.resumed_from_epochs if progress else []
-    record.update(status="failed", error=f"{type(error).__name__}: {error}",
+    message = f"{type(error).__name__}: {error}"
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C: say how to go on, not an empty message
+        message = (f"KeyboardInterrupt: interrupted after epoch {len(kept)}; rerun the same "
+                   f"command to resume from its last checkpoint")
+    record.update(status="failed", error=message,
                   traceback="".join(traceback.format_exception(error)),
                   history=kept, epochs_completed=len(kept),
                   resumed_from_epochs=resumed, resumed_from_epoch=resumed[-1] if resumed else None,

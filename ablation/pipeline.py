@@ -231,5 +231,19 @@ def benchmark(batch_size: int = 128, batches: int = 60, model_steps: int = 4) ->
     return {"pipeline_images_per_s": rates, "model_images_per_s": model_rates}
 
 
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m ablation.pipeline",
+        description="Benchmark: the input pipeline's images/s (Mixup/CutMix on every batch) "
+                    "against model=paper's training images/s on this machine.")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batches", type=int, default=60, help="pipeline batches timed")
+    parser.add_argument("--model-steps", type=int, default=4, help="model steps timed")
+    args = parser.parse_args()
+    benchmark(args.batch_size, args.batches, args.model_steps)
+
+
 if __name__ == "__main__":
-    benchmark()
+    main()

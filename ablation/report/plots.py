@@ -29,20 +29,29 @@ def _grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 
 
 
 def top1_bars(table: pd.DataFrame, path: Path) -> Path:
-    """Mean test top-1 per variant with standard-deviation error bars."""
+    """Mean test top-1 per variant with standard-deviation error bars.
+
+    Drawn as points, not bars: the axis is zoomed to the range of the means
+    (differences of a point or two), and a bar's length would then exaggerate
+    them by the hidden part of the axis.
+    """
     plt = _pyplot()
     groups = list(table.groupby(BLOCK, sort=False))
     fig, axes = _grid(plt, len(groups))
     for ax, (key, block) in zip(axes, groups):
         x = np.arange(len(block))
-        means = block["top1_mean"].fillna(0).to_numpy()
-        errs = block["top1_std"].fillna(0).to_numpy()
-        colors = ["#888888" if v == "ViT" else "#1f77b4" for v in block["variant"]]
-        ax.bar(x, means, yerr=errs, capsize=4, color=colors)
+        means = block["top1_mean"].to_numpy(dtype=float)
+        errs = block["top1_std"].fillna(0).to_numpy(dtype=float)
+        base = np.nanmin(means) if np.isfinite(means).any() else 0.0
         for xi, (_, r) in zip(x, block.iterrows()):
+            color = "#555555" if r["variant"] == "ViT" else "#1f77b4"
+            if np.isfinite(means[xi]):
+                ax.errorbar(xi, means[xi], yerr=errs[xi], fmt="o", color=color, capsize=4)
             label = f"{r['top1_mean']:.2f}" if r["status"] == "ok" else r["status"]
-            ax.annotate(f"{label}\nn={r['n']}", (xi, means[xi] + errs[xi]), ha="center",
-                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+            y = means[xi] + errs[xi] if np.isfinite(means[xi]) else base
+            ax.annotate(f"{label}\nn={r['n']}", (xi, y), ha="center",
+                        va="bottom", fontsize=7, xytext=(0, 3), textcoords="offset points")
+        ax.set_xlim(-0.6, len(block) - 0.4)
         ax.set_xticks(x, block["variant"], rotation=20, ha="right", fontsize=8)
         ok = block["top1_mean"].dropna()
         if len(ok):
@@ -153,7 +162,8 @@ def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
         layers = hist.T.groupby(lambda c: int(_TEMPERATURE.match(c).group(1))).mean().T
         colors = plt.cm.viridis(np.linspace(0, 0.9, layers.shape[1]))
         for color, layer in zip(colors, layers.columns):
-            ax.plot(layers.index, layers[layer], color=color, label=f"block {layer}")
+            ax.plot(layers.index, layers[layer], color=color, label=f"block {layer}",
+                    marker="o", markersize=3)  # markers: a 1-epoch run is one point
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
         ax.set_ylabel("temperature")
