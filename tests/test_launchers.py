@@ -11,7 +11,7 @@ from conftest import run_cli, smoke_overrides, wandb_inspect
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline", "trainer.epochs=1"]
 TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
-          "finished_at"}
+          "finished_at", "locality/seconds"}
 
 
 def comparable(record: dict) -> dict:
