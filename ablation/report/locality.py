@@ -133,6 +133,11 @@ EFFECTS_HEADER = ["Term", *(f"Effect on {name[0].lower() + name[1:]} [95% CI]"
                             for _, name, _ in MEASURES.values())]
 
 
+def _signed(x, decimals: int) -> str:
+    """+0.123 / -0.123, and +0.000 for what rounds to zero (never -0.000)."""
+    return f"{round(float(x), decimals) + 0.0:+.{decimals}f}"
+
+
 def _fmt(x, decimals: int) -> str:
     return "" if x is None or not np.isfinite(x) else f"{x:.{decimals}f}"
 
@@ -153,8 +158,8 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                 cells.append(gap(r[f"d_{stem}"], r[f"d_{stem}_low"], r[f"d_{stem}_high"], style))
             else:  # entropies need three decimals
                 low, high = r[f"d_{stem}_low"], r[f"d_{stem}_high"]
-                text = f"{r[f'd_{stem}'] + 0.0:+.3f}"
-                cells.append(text + (f" [{low + 0.0:+.3f}, {high + 0.0:+.3f}]"
+                text = _signed(r[f"d_{stem}"], 3)
+                cells.append(text + (f" [{_signed(low, 3)}, {_signed(high, 3)}]"
                                      if np.isfinite(low) else ""))
         rows.append(cells)
     return rows
@@ -166,8 +171,8 @@ def _effect_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
         cells = [style.escape(r["term"])]
         for stem, _, d in MEASURES.values():
             e, lo, hi = r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"]
-            cells.append(f"{e + 0.0:+.{d}f}" + (f" [{lo + 0.0:+.{d}f}, {hi + 0.0:+.{d}f}]"
-                                                 if np.isfinite(lo) else ""))
+            cells.append(_signed(e, d) + (f" [{_signed(lo, d)}, {_signed(hi, d)}]"
+                                          if np.isfinite(lo) else ""))
         rows.append(cells)
     return rows
 
