@@ -273,7 +273,7 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
 
     import keras
 
-    from ablation.train import run_job
+    from ablation.job import run_job
 
     def rss_mb() -> float:
         with open("/proc/self/statm") as f:

@@ -70,7 +70,7 @@ def projected(args) -> None:
 
 
 def real_smoke(args) -> None:
-    from ablation.train import run_job
+    from ablation.job import run_job
 
     out = tempfile.mkdtemp()
     record = run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0",

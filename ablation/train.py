@@ -226,15 +226,3 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         **({"best_test/top1": metrics["best_test_top1"]} if official else {}),
     })
     return measured
-
-
-def __getattr__(name: str):
-    """``from ablation.train import run_job`` (and the other lifecycle names
-    that lived here) keeps working: they moved to :mod:`ablation.job`, which
-    imports this module, hence the lazy import."""
-    if name in ("run_job", "write_failure", "base_record", "plain_config", "run_tags",
-                "set_aside"):
-        from ablation import job
-
-        return getattr(job, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

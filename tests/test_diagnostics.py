@@ -138,7 +138,7 @@ def test_runs_with_and_without_diagnostics_report_together(tmp_path):
     section covers the one that has them and the report still writes."""
     from ablation.records import read_record
     from ablation.report import write_report
-    from ablation.train import run_job
+    from ablation.job import run_job
     from conftest import compose, smoke_overrides
 
     common = smoke_overrides(tmp_path, "trainer.epochs=1", "dataset.limit_train=200",

@@ -133,7 +133,7 @@ def test_presets_compose():
 
 
 def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(tmp_path):
-    from ablation.train import run_job
+    from ablation.job import run_job
 
     cfg = compose("experiment=smoke", "trainer.epochs=2", "trainer.verbose=0",
                   "trainer.protocol=official", "trainer.label_smoothing=0.1",

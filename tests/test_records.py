@@ -132,7 +132,7 @@ def test_new_optional_fields_and_extra_keys_are_read(tmp_path):
 
 
 def test_the_failed_record_of_a_job_is_valid(tmp_path):
-    from ablation.train import write_failure
+    from ablation.job import write_failure
 
     cfg = compose("experiment=smoke", f"results_dir={tmp_path}", "wandb.mode=disabled")
     write_failure(cfg, tmp_path / "job", RuntimeError("no luck"))

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from ablation.records import read_record
-from ablation.train import TrainingDiverged, run_job
+from ablation.job import run_job
+from ablation.train import TrainingDiverged
 from conftest import FASHION_MNIST, ROOT, compose, wandb_inspect
 
 
@@ -81,7 +82,7 @@ sys.meta_path.insert(0, NoTensorFlow())
 os.environ["KERAS_BACKEND"] = "jax"
 sys.path[:0] = [sys.argv[2], os.path.join(sys.argv[2], "tests")]
 from conftest import compose
-from ablation.train import run_job
+from ablation.job import run_job
 record = run_job(compose("experiment=smoke", "trainer.epochs=1", "trainer.verbose=0",
                          "wandb.mode=disabled", "augmentation=keras_io",
                          # Keras rotation/zoom run at ~14 img/s on JAX CPU: flip only
