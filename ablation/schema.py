@@ -14,10 +14,12 @@ writer may add fields); keys it knows must have the declared type.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
                       StrictStr, ValidationError)
+
+from ablation.config import WANDB_MODES
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed")
@@ -61,8 +63,7 @@ class HistoryRow(BaseModel):
     epoch: Annotated[StrictInt, Field(ge=1)]
 
 
-WandbMode = Literal["online", "offline", "disabled"]  # anything else: wandb.Settings raises
-WANDB_MODES = get_args(WandbMode)
+WandbMode = Literal[WANDB_MODES]  # the config's modes; anything else: wandb.Settings raises
 
 
 class Wandb(_Open):
