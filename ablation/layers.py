@@ -334,7 +334,94 @@ class MultiHeadSelfAttention(layers.Layer):
         mixed = ops.reshape(mixed, (-1, tokens.shape[1], self.num_heads * self.key_dim))
         return self.output_dense(mixed)
 
+    def folds_projections(self, dim: int) -> bool:
+        """Whether training uses :meth:`folded_call` for tokens of width ``dim``.
+
+        Folding replaces the key and output projections by products of weight
+        matrices (dim x dim per head). That is cheaper only when a head is at
+        least as wide as a token (``key_dim >= dim``, the keras.io model's 64
+        and 64); the paper's model (dim 192, key_dim 64) keeps the plain path.
+        """
+        return self.key_dim >= dim
+
+    def _logit_scale(self):
+        """The factor on q.k: 1/sqrt(key_dim), 1/T or s; shape () or (heads,)."""
+        if self.temperature is None:
+            return ops.convert_to_tensor(1.0 / math.sqrt(self.key_dim), "float32")
+        temperature = ops.cast(self.temperature, "float32")
+        return 1.0 / temperature if self.temperature_form == "divide" else temperature
+
+    def _folded_weights(self, dtype, dropout_scale: float):
+        """The folded weights: (A, c) for the logits and (B, d) for the values.
+
+        Per head h: A_h = s_h Wq_h Wk_h^T and c_h = s_h bq_h Wk_h^T, where s_h
+        is the logits' scale (1/T); B_h = Wv_h Wo_h and d_h = bv_h Wo_h, times
+        the attention dropout's 1/(1 - rate) in training. Built from the
+        variables in float32 (dim x heads x dim numbers, negligible next to
+        the activations), then cast to the compute dtype.
+        """
+        heads, key_dim = self.num_heads, self.key_dim
+        dim = self.output_dense.kernel.shape[-1]
+        wq = ops.reshape(ops.cast(self.query.kernel, "float32"), (dim, heads, key_dim))
+        wk = ops.reshape(ops.cast(self.key.kernel, "float32"), (dim, heads, key_dim))
+        wv = ops.reshape(ops.cast(self.value.kernel, "float32"), (dim, heads, key_dim))
+        wo = ops.reshape(ops.cast(self.output_dense.kernel, "float32"), (heads, key_dim, dim))
+        scale = ops.reshape(self._logit_scale(), (-1,))  # (1,) or (heads,)
+        a = ops.einsum("dhk,ehk->dhe", wq, wk) * ops.reshape(scale, (1, -1, 1))
+        b = ops.einsum("dhk,hke->dhe", wv, wo) * dropout_scale
+        if self.qkv_bias:
+            bq = ops.reshape(ops.cast(self.query.bias, "float32"), (heads, key_dim))
+            bv = ops.reshape(ops.cast(self.value.bias, "float32"), (heads, key_dim))
+            c = ops.einsum("hk,ehk->he", bq, wk) * ops.reshape(scale, (-1, 1))
+            d = ops.einsum("hk,hke->he", bv, wo) * dropout_scale
+        else:
+            c = d = ops.zeros((heads, dim), "float32")
+        flat = (dim, heads * dim)
+        return [ops.cast(t, dtype) for t in (ops.reshape(a, flat), ops.reshape(c, (-1,)),
+                                              ops.reshape(b, flat), ops.reshape(d, (-1,)))]
+
+    def folded_call(self, tokens, training=None):
+        """The layer's function with the key and output projections folded away.
+
+        The same function as the explicit path (``mix(attention_weights)``; a
+        test ties them on every backend the suite runs), computed with half the
+        projections:
+
+        - logits: q_i.k_j = x_i (Wq Wk^T) x_j + bq Wk^T x_j + (terms constant
+          in j, which the softmax over j cancels), so the queries become
+          x A + c and the keys are the tokens themselves;
+        - output: sum_h P_h (x Wv_h + bv_h) Wo_h + bo = [P_1 .. P_H] @
+          stack_h(x B_h + d_h) + bo: one matmul with an inner size of
+          heads x tokens instead of a matmul per head, a transpose of the
+          result and the output projection.
+
+        The attention maps are laid out (batch, query, head, key), so no big
+        tensor is transposed; the diagonal mask is a constant bias, and the
+        dropout's 1/(1 - rate) rides on B and d instead of the maps.
+        """
+        n, dim = tokens.shape[1], tokens.shape[2]
+        heads = self.num_heads
+        rate = self.dropout if training else 0.0
+        a, c, b, d = self._folded_weights(tokens.dtype, 1.0 / (1.0 - rate))
+        queries = ops.reshape(ops.matmul(tokens, a) + c, (-1, n * heads, dim))
+        logits = ops.reshape(ops.matmul(queries, ops.transpose(tokens, (0, 2, 1))),
+                             (-1, n, heads, n))
+        if self.mask_diagonal:
+            bias = ops.reshape(_diagonal_bias(n, str(logits.dtype)), (n, 1, n))
+            logits = logits + ops.cast(bias, logits.dtype)
+        weights = ops.softmax(logits, axis=-1)
+        if rate > 0.0:
+            draw = keras.random.uniform(ops.shape(weights),
+                                        seed=self.attention_dropout.seed_generator)
+            weights = ops.where(draw >= rate, weights, 0.0)
+        values = ops.reshape(ops.matmul(tokens, b) + d, (-1, n, heads, dim))
+        values = ops.reshape(ops.transpose(values, (0, 2, 1, 3)), (-1, heads * n, dim))
+        mixed = ops.matmul(ops.reshape(weights, (-1, n, heads * n)), values)
+        return mixed + ops.cast(self.output_dense.bias, mixed.dtype)
+
     def call(self, tokens, training=None):
+        if self.folds_projections(tokens.shape[-1]):
+            return self.folded_call(tokens, training=training)
         weights = ops.softmax(self.fast_attention_logits(tokens), axis=-1)
         weights = self.attention_dropout(weights, training=training)
         return self.mix(weights, tokens)

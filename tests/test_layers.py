@@ -152,24 +152,58 @@ def test_layers_round_trip_their_config():
         assert clone.get_config() == layer.get_config()
 
 
-@pytest.mark.parametrize("form", ["divide", "multiply"])
-@pytest.mark.parametrize("mask, learnable, per_head", [
-    (True, True, False), (True, True, True), (False, False, False), (True, False, False)])
-def test_fast_attention_path_computes_the_explicit_one(form, mask, learnable, per_head):
-    """call() (scale folded into q, constant mask bias) == attention_weights() path."""
-    rng = np.random.default_rng(7)
-    tokens = rng.normal(size=(3, 9, 8)).astype("float32")
-    layer = MultiHeadSelfAttention(num_heads=2, key_dim=4, mask_diagonal=mask,
-                                   learnable_temperature=learnable,
-                                   temperature_per_head=per_head, temperature_form=form)
+def attention_cases():
+    """Both training paths: plain (key_dim < dim) and folded (key_dim >= dim)."""
+    for dim, key_dim, bias in [(8, 4, True), (4, 4, True), (4, 4, False), (3, 5, True)]:
+        for form in ("divide", "multiply"):
+            for mask, learnable, per_head in [(True, True, False), (True, True, True),
+                                              (False, False, False), (True, False, False)]:
+                yield dim, key_dim, bias, form, mask, learnable, per_head
+
+
+def random_attention(dim, key_dim, bias, form, mask, learnable, per_head, seed=7):
+    """A built layer with every weight random (biases and temperature too)."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.normal(size=(3, 9, dim)).astype("float32")
+    layer = MultiHeadSelfAttention(num_heads=2, key_dim=key_dim, mask_diagonal=mask,
+                                   learnable_temperature=learnable, dropout=0.3,
+                                   temperature_per_head=per_head, temperature_form=form,
+                                   qkv_bias=bias)
     layer(tokens)
-    if learnable:  # move the temperature off its initial value
-        layer.temperature.assign(layer.temperature * rng.uniform(0.5, 2.0, layer.temperature.shape))
-    explicit = layer.mix(layer.attention_weights(tokens), tokens)
-    fast_logits = keras.ops.convert_to_numpy(layer.fast_attention_logits(tokens))
-    plain_logits = keras.ops.convert_to_numpy(layer.attention_logits(tokens))
-    off_diagonal = ~np.eye(9, dtype=bool)
-    np.testing.assert_allclose(fast_logits[..., off_diagonal], plain_logits[..., off_diagonal],
+    for weight in layer.trainable_weights:
+        value = rng.normal(0.0, 0.5, weight.shape)
+        if "temperature" in weight.path:  # keep it positive, off its initial value
+            value = np.asarray(keras.ops.convert_to_numpy(weight)) * rng.uniform(0.5, 2.0, weight.shape)
+        weight.assign(value.astype("float32"))
+    return layer, tokens
+
+
+@pytest.mark.parametrize("dim, key_dim, bias, form, mask, learnable, per_head",
+                         list(attention_cases()))
+def test_fast_attention_paths_compute_the_explicit_one(dim, key_dim, bias, form, mask,
+                                                      learnable, per_head):
+    """call() == the explicit path (mix(attention_weights)), in inference."""
+    layer, tokens = random_attention(dim, key_dim, bias, form, mask, learnable, per_head)
+    assert layer.folds_projections(dim) == (key_dim >= dim)
+    explicit = keras.ops.convert_to_numpy(layer.mix(layer.attention_weights(tokens), tokens))
+    if not layer.folds_projections(dim):
+        fast_logits = keras.ops.convert_to_numpy(layer.fast_attention_logits(tokens))
+        plain_logits = keras.ops.convert_to_numpy(layer.attention_logits(tokens))
+        off_diagonal = ~np.eye(9, dtype=bool)
+        np.testing.assert_allclose(fast_logits[..., off_diagonal],
+                                   plain_logits[..., off_diagonal], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)), explicit,
                                rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)),
-                               keras.ops.convert_to_numpy(explicit), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim, key_dim", [(8, 4), (4, 4)])
+def test_attention_dropout_keeps_the_expected_output(dim, key_dim):
+    """In training each path drops weights (outputs vary) but averages to the
+    inference output: the 1/(1 - rate) scale is applied exactly once."""
+    layer, tokens = random_attention(dim, key_dim, True, "divide", True, True, False)
+    copies = np.repeat(tokens[:1], 4000, axis=0)
+    trained = keras.ops.convert_to_numpy(layer(copies, training=True))
+    expected = keras.ops.convert_to_numpy(layer(tokens[:1]))[0]
+    assert trained.std(axis=0).mean() > 0.05 * np.abs(expected).mean()  # dropout is on
+    error = np.abs(trained.mean(axis=0) - expected)
+    assert error.max() < 6 * trained.std(axis=0).max() / np.sqrt(len(copies))
