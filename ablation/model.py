@@ -20,6 +20,7 @@ from ablation.config import AUGMENTATION_IMPLEMENTATIONS
 from ablation.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
+    FastDropout,
     FeedForward,
     MultiHeadSelfAttention,
     PatchTokenizer,
@@ -125,7 +126,7 @@ def build_vit(
         tokens = ClassToken(name="class_token")(tokens)
     tokens = PositionEmbedding(name="position_embedding")(tokens)
     if embedding_dropout:
-        tokens = layers.Dropout(embedding_dropout, name="embedding_dropout")(tokens)
+        tokens = FastDropout(embedding_dropout, name="embedding_dropout")(tokens)
     attention = dict(
         num_heads=num_heads,
         key_dim=key_dim if key_dim is not None else dim // num_heads,
@@ -148,7 +149,7 @@ def build_vit(
     else:
         features = layers.GlobalAveragePooling1D(name="mean_pool")(tokens)
     if head_dropout:
-        features = layers.Dropout(head_dropout, name="head_dropout")(features)
+        features = FastDropout(head_dropout, name="head_dropout")(features)
     if head_units:
         features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
     # float32 logits under a mixed precision policy keep the loss and softmax exact.

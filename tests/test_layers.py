@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.layers import SHIFTS, MultiHeadSelfAttention, PatchTokenizer
+from ablation.layers import SHIFTS, FastDropout, MultiHeadSelfAttention, PatchTokenizer
 
 
 def shifted_by_hand(image, dy, dx):
@@ -207,3 +207,60 @@ def test_attention_dropout_keeps_the_expected_output(dim, key_dim):
     assert trained.std(axis=0).mean() > 0.05 * np.abs(expected).mean()  # dropout is on
     error = np.abs(trained.mean(axis=0) - expected)
     assert error.max() < 6 * trained.std(axis=0).max() / np.sqrt(len(copies))
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_fast_dropout_drops_independently_at_its_rate(rate):
+    """Zeroed share = rate, kept values scaled by 1/(1 - rate), and the two
+    elements that share one random integer (j and j + 4 of 7) independent."""
+    x = np.ones((60000, 7), "float32")
+    layer = FastDropout(rate, seed=3)
+    out = keras.ops.convert_to_numpy(layer(x, training=True))
+    dropped = out == 0
+    np.testing.assert_allclose(out[~dropped], 1.0 / (1.0 - rate), rtol=1e-6)
+    tolerance = 5 * np.sqrt(rate * (1 - rate) / dropped.size)
+    assert abs(dropped.mean() - rate) < tolerance
+    for column in range(7):  # the odd last one too
+        assert abs(dropped[:, column].mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / len(x))
+    both = (dropped[:, 0] & dropped[:, 4]).mean()
+    assert abs(both - rate**2) < 5 * np.sqrt(rate**2 * (1 - rate**2) / len(x))
+    second = keras.ops.convert_to_numpy(layer(x, training=True)) == 0
+    assert (second != dropped).any()  # a new mask every call
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), x)  # inference
+
+
+def test_fast_dropout_refuses_a_rate_outside_0_1():
+    with pytest.raises(ValueError, match="dropout rate"):
+        FastDropout(1.0)
+    clone = FastDropout.from_config(FastDropout(0.2, seed=1).get_config())
+    assert (clone.rate, clone.seed) == (0.2, 1)
+
+
+ON_JAX = r'''
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
+import keras
+import test_layers as t
+assert keras.backend.backend() == "jax"
+for case in t.attention_cases():
+    t.test_fast_attention_paths_compute_the_explicit_one(*case)
+for dim, key_dim in [(8, 4), (4, 4)]:
+    t.test_attention_dropout_keeps_the_expected_output(dim, key_dim)
+for rate in (0.1, 0.5):
+    t.test_fast_dropout_drops_independently_at_its_rate(rate)
+print("ok")
+'''
+
+
+def test_fast_paths_compute_the_same_function_on_jax():
+    """The equivalence checks above, again on the JAX backend (a fresh process)."""
+    pytest.importorskip("jax", reason="the test extra installs jax")
+    import subprocess
+    import sys
+    from conftest import ROOT
+
+    result = subprocess.run([sys.executable, "-c", ON_JAX, str(ROOT)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
