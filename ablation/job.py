@@ -37,6 +37,7 @@ from ablation.checkpoint import remove as remove_checkpoint
 from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
                              variant_name)
 from ablation.data import DataError, load_dataset_cached
+from ablation.device import release_finished_graphs
 from ablation.lock import JobBusy, job_lock
 from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, atomic_write,
                               earlier_run, write_record)
@@ -257,5 +258,6 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
         if record["status"] == "completed":
             remove_checkpoint(checkpoint_dir)
         keras.backend.clear_session(free_memory=True)
+        release_finished_graphs()
         gc.collect()
     return record
