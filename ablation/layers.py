@@ -10,6 +10,12 @@ Everything uses ``keras.ops`` only, so the same code runs on the TensorFlow,
 JAX and PyTorch backends, and nothing touches private ``MultiHeadAttention``
 methods (the keras.io example's override of ``_compute_attention`` broke when
 its signature changed in Keras 3.9).
+
+Training takes faster routes that compute the same function (tests tie each
+to the plain one, on TensorFlow and JAX; BENCHMARKS.md has the measurements):
+attention folds its key and output projections into weight products when a
+head is as wide as a token (:meth:`MultiHeadSelfAttention.folded_call`), and
+every dropout draws half the random numbers (:class:`FastDropout`).
 """
 from __future__ import annotations
 
@@ -248,6 +254,12 @@ class MultiHeadSelfAttention(layers.Layer):
 
     :meth:`effective_temperature` gives T in both forms (1/s for ``multiply``),
     so records and plots compare across forms.
+
+    Three routes compute the same function: :meth:`attention_weights` and
+    :meth:`mix` spell it out (tests and locality diagnostics use them);
+    training calls :meth:`folded_call` when ``key_dim >= dim`` and otherwise
+    the plain route with the scale folded into the queries and a constant
+    mask bias (:meth:`fast_attention_logits`).
 
     With ``qkv_bias=True`` the q, k, v and output projections all have biases,
     as ``keras.layers.MultiHeadAttention`` (the keras.io example), so parameter
