@@ -31,25 +31,37 @@ def configure(gpu: Mapping) -> None:
                 pass
 
 
-def release_finished_graphs() -> int:
-    """Let the garbage collector free the graphs of jobs that have ended.
+def _gradient_registry() -> dict | None:
+    """TensorFlow's process-wide gradient registry, or None (not in use, or moved)."""
+    import sys
+
+    framework_ops = sys.modules.get("tensorflow.python.framework.ops")
+    registry = getattr(getattr(framework_ops, "_gradient_registry", None), "_registry", None)
+    return registry if isinstance(registry, dict) else None
+
+
+def custom_gradient_names() -> set:
+    """The custom-gradient entries registered so far (call it when a job starts)."""
+    registry = _gradient_registry()
+    return {name for name in (registry or ()) if str(name).startswith("CustomGradient-")}
+
+
+def release_finished_graphs(existing: set) -> int:
+    """Let the garbage collector free the graphs of a job that has ended.
 
     TensorFlow registers a gradient function in a process-wide registry for
     every ``custom_gradient`` it traces (``tf.distribute``'s ``all_reduce``
     in the optimizer step uses one), under a unique name that is never
     removed; each entry's closure keeps the whole traced train step alive,
     so a process running several jobs (the basic launcher) grew by about 75
-    MB per job. Call it after a job, once its model and functions are gone:
-    entries of graphs still in use would be needed to differentiate them.
-    Returns the number of entries removed (0 on other backends).
+    MB per job. Only entries registered since ``existing`` (taken with
+    :func:`custom_gradient_names` when the job started) are removed, once the
+    job's model and functions are gone. Returns how many (0 on other backends).
     """
-    import sys
-
-    framework_ops = sys.modules.get("tensorflow.python.framework.ops")
-    registry = getattr(getattr(framework_ops, "_gradient_registry", None), "_registry", None)
-    if not isinstance(registry, dict):  # TensorFlow not in use, or its internals moved
+    registry = _gradient_registry()
+    if registry is None:
         return 0
-    stale = [name for name in registry if str(name).startswith("CustomGradient-")]
+    stale = custom_gradient_names() - set(existing)
     for name in stale:
-        del registry[name]
+        registry.pop(name, None)
     return len(stale)

@@ -37,7 +37,7 @@ from ablation.checkpoint import remove as remove_checkpoint
 from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
                              variant_name)
 from ablation.data import DataError, load_dataset_cached
-from ablation.device import release_finished_graphs
+from ablation.device import custom_gradient_names, release_finished_graphs
 from ablation.lock import JobBusy, job_lock
 from ablation.records import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION, atomic_write,
                               earlier_run, write_record)
@@ -231,6 +231,7 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
     """Resume or start, track, train; always writes the record (completed or failed)."""
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     progress = EpochMetrics()
+    earlier_graphs = custom_gradient_names()
     try:
         resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
                        if config.get("resume", True) else None)
@@ -258,6 +259,6 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
         if record["status"] == "completed":
             remove_checkpoint(checkpoint_dir)
         keras.backend.clear_session(free_memory=True)
-        release_finished_graphs()
+        release_finished_graphs(earlier_graphs)
         gc.collect()
     return record

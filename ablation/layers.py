@@ -169,12 +169,16 @@ def keep_mask(shape, rate: float, seed_generator):
     Philox makes one 32-bit draw per element, ~5 ns each here), so each
     31-bit random integer decides two elements: its low 16 bits and its high
     15 bits are compared with ``rate`` scaled to 2**16 and 2**15. The drop
-    probability is therefore ``rate`` rounded to a multiple of 2**-15 (0.1
-    becomes 0.100006, 0.5 stays exact), against 2**-23 for a float32
-    uniform draw; the elements stay independent.
+    probability of an element is therefore ``rate`` rounded to a multiple of
+    2**-16 (first half of the last axis) or 2**-15 (second half): 0.1 becomes
+    0.1000061 and 0.1000061, 0.3 becomes 0.3000031 and 0.2999878, 0.5 stays
+    exact; a float32 uniform draw rounds to 2**-23. The elements stay
+    independent. The last axis must have a static size.
     """
     shape = tuple(shape)
     last = shape[-1]
+    if not isinstance(last, int):
+        raise ValueError(f"keep_mask needs a static size for the last axis, got shape {shape}")
     half = (last + 1) // 2
     bits = keras.random.randint(shape[:-1] + (half,), 0, 2**31 - 1, dtype="int32",
                                 seed=seed_generator)
@@ -204,7 +208,9 @@ class FastDropout(layers.Layer):
             raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
         self.rate = float(rate)
         self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+        # as keras.layers.Dropout: a generator (checkpointed state) only when it draws
+        self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
 
     def call(self, x, training=None):
         if not training or self.rate == 0.0:
@@ -425,9 +431,16 @@ class MultiHeadSelfAttention(layers.Layer):
 
         Per head h: A_h = s_h Wq_h Wk_h^T and c_h = s_h bq_h Wk_h^T, where s_h
         is the logits' scale (1/T); B_h = Wv_h Wo_h and d_h = bv_h Wo_h, times
-        the attention dropout's 1/(1 - rate) in training. Built from the
-        variables in float32 (dim x heads x dim numbers, negligible next to
-        the activations), then cast to the compute dtype.
+        the attention dropout's 1/(1 - rate) in training. The products are
+        formed in float32 from the weights as the layer reads them (already in
+        the compute dtype under mixed precision), then cast to the compute
+        dtype; they are dim x heads x dim numbers, negligible next to the
+        activations.
+
+        The key bias only adds logit terms constant along the softmax axis,
+        so its gradient is exactly zero: it enters d times 0, so that it has
+        that zero gradient (as on the explicit path, up to rounding) rather
+        than none, which Keras would warn about at every trace.
         """
         heads, key_dim = self.num_heads, self.key_dim
         dim = self.output_dense.kernel.shape[-1]
@@ -443,6 +456,7 @@ class MultiHeadSelfAttention(layers.Layer):
             bv = ops.reshape(ops.cast(self.value.bias, "float32"), (heads, key_dim))
             c = ops.einsum("hk,ehk->he", bq, wk) * ops.reshape(scale, (-1, 1))
             d = ops.einsum("hk,hke->he", bv, wo) * dropout_scale
+            d = d + 0.0 * ops.sum(ops.cast(self.key.bias, "float32"))
         else:
             c = d = ops.zeros((heads, dim), "float32")
         flat = (dim, heads * dim)

@@ -192,6 +192,9 @@ def test_fast_attention_paths_compute_the_explicit_one(dim, key_dim, bias, form,
         off_diagonal = ~np.eye(9, dtype=bool)
         np.testing.assert_allclose(fast_logits[..., off_diagonal],
                                    plain_logits[..., off_diagonal], rtol=1e-5, atol=1e-5)
+    else:  # the route itself, not only call()
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.folded_call(tokens)),
+                                   explicit, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)), explicit,
                                rtol=1e-5, atol=1e-5)
 
