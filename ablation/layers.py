@@ -486,7 +486,9 @@ class MultiHeadSelfAttention(layers.Layer):
         heads = self.num_heads
         rate = self.dropout if training else 0.0
         a, c, b, d = self._folded_weights(tokens.dtype, 1.0 / (1.0 - rate))
-        queries = ops.reshape(ops.matmul(tokens, a) + c, (-1, n * heads, dim))
+        # ops.add, not +: a rank-1 addend becomes TensorFlow's BiasAdd, whose
+        # gradient kernel is faster than the broadcasting add's Sum (~3 % of the layer)
+        queries = ops.reshape(ops.add(ops.matmul(tokens, a), c), (-1, n * heads, dim))
         logits = ops.reshape(ops.matmul(queries, ops.transpose(tokens, (0, 2, 1))),
                              (-1, n, heads, n))
         if self.mask_diagonal:
@@ -496,10 +498,10 @@ class MultiHeadSelfAttention(layers.Layer):
         if rate > 0.0:
             keep = keep_mask(ops.shape(weights), rate, self.attention_dropout.seed_generator)
             weights = ops.where(keep, weights, 0.0)
-        values = ops.reshape(ops.matmul(tokens, b) + d, (-1, n, heads, dim))
+        values = ops.reshape(ops.add(ops.matmul(tokens, b), d), (-1, n, heads, dim))
         values = ops.reshape(ops.transpose(values, (0, 2, 1, 3)), (-1, heads * n, dim))
         mixed = ops.matmul(ops.reshape(weights, (-1, n, heads * n)), values)
-        return mixed + ops.cast(self.output_dense.bias, mixed.dtype)
+        return ops.add(mixed, ops.cast(self.output_dense.bias, mixed.dtype))
 
     def call(self, tokens, training=None):
         if self.folds_projections(tokens.shape[-1]):
