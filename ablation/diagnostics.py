@@ -18,7 +18,7 @@ head:
 - ``self_attention``: mean p_ii (exactly 0 with the LSA mask).
 
 The weights come from the model's own layers,
-:meth:`ablation.layers.MultiHeadSelfAttention.attention_weights`, applied to
+:meth:`ablation.attention.MultiHeadSelfAttention.attention_weights`, applied to
 each block's normed tokens (a functional sub-model gives the blocks' inputs):
 never a second implementation of attention. Work is done in batches, reduced
 per image to per-head sums inside one compiled forward pass, so memory

@@ -2,7 +2,7 @@
 
 ``build_model(cfg, ...)`` reads ``cfg.spt``, ``cfg.lsa`` and
 ``cfg.learnable_temperature`` and hands them to the layers that implement them
-(:mod:`ablation.layers`); everything else comes from the ``model`` and
+(:mod:`ablation.layers`, :mod:`ablation.attention`); everything else comes from the ``model`` and
 ``augmentation`` config groups. ``build_vit`` is the same thing with plain
 keyword arguments, for use from Python without Hydra.
 """
@@ -17,16 +17,16 @@ from keras import layers
 from ablation.affine import AffineAugmentation
 from ablation.seeding import layer_seed
 from ablation.config import AUGMENTATION_IMPLEMENTATIONS
+from ablation.attention import MultiHeadSelfAttention
 from ablation.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
-    FastDropout,
     FeedForward,
-    MultiHeadSelfAttention,
     PatchTokenizer,
     PositionEmbedding,
     TransformerBlock,
 )
+from ablation.regularization import FastDropout
 
 
 def build_augmentation(

@@ -5,7 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.layers import SHIFTS, FastDropout, MultiHeadSelfAttention, PatchTokenizer
+from ablation.attention import MultiHeadSelfAttention
+from ablation.layers import SHIFTS, PatchTokenizer
+from ablation.regularization import FastDropout
 
 
 def shifted_by_hand(image, dy, dx):

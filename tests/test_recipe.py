@@ -4,7 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.layers import DropPath, TransformerBlock
+from ablation.layers import TransformerBlock
+from ablation.regularization import DropPath
 from ablation.pipeline import Mixer, TrainingBatches, one_hot, training_batches
 from ablation.train import compile_model, learning_rate_schedule
 from conftest import compose
