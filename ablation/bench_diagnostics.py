@@ -18,31 +18,20 @@ import math
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-
-def compose(*overrides: str):
-    from hydra import compose as hydra_compose, initialize_config_dir
-
-    from ablation.config import register_resolvers
-
-    register_resolvers()
-    conf = Path(__file__).resolve().parents[1] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+from ablation.bench import compose_config
 
 
 def projected(args) -> None:
     import keras
-    from omegaconf import OmegaConf
 
     from ablation.diagnostics import LocalityProbe, probe_indices
     from ablation.model import build_model
     from ablation.train import compile_model
 
-    cfg = OmegaConf.to_container(compose(f"model={args.model}", *args.overrides), resolve=True)
+    cfg = compose_config([f"model={args.model}", *args.overrides])
     shape = tuple(int(v) for v in args.dataset_shape.split(","))
     batch = int(cfg["trainer"]["batch_size"])
     rng = np.random.default_rng(0)
@@ -73,8 +62,8 @@ def real_smoke(args) -> None:
     from ablation.job import run_job
 
     out = tempfile.mkdtemp()
-    record = run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0",
-                             f"results_dir={out}", *args.overrides), out)
+    record = run_job(compose_config(["experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0",
+                                     f"results_dir={out}", *args.overrides]), out)
     rows = record["history"][1:] or record["history"]  # the first epoch includes tracing
     epoch = float(np.mean([r["epoch_seconds"] for r in rows]))
     cost = float(np.mean([r["locality/seconds"] for r in rows]))

@@ -27,7 +27,7 @@ import keras
 import numpy as np
 
 from ablation.callbacks import EpochMetrics
-from ablation.records import STATE_FILE, read_state, unique_tmp
+from ablation.records import STATE_FILE, atomic_write, read_state, unique_tmp
 
 
 @contextlib.contextmanager
@@ -79,9 +79,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         state = {"epoch": epoch + 1, "model": model_file.name, **self.metrics.state(),
                  "seed_states": [keras.ops.convert_to_numpy(v).tolist()
                                  for v in seed_states(self.model)], **self.extra}
-        with _unique_tmp(self.directory, f".{STATE_FILE}.", ".tmp") as tmp_state:
-            tmp_state.write_text(json.dumps(state, default=str))
-            os.replace(tmp_state, self.directory / STATE_FILE)
+        atomic_write(self.directory / STATE_FILE, json.dumps(state, default=str), fsync=False)
         for old in self.directory.glob("model-*.keras"):
             if old != model_file:
                 old.unlink(missing_ok=True)

@@ -26,6 +26,7 @@ stays bounded and the cost is one inference pass over the probe set.
 """
 from __future__ import annotations
 
+import io
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,7 @@ import numpy as np
 from keras import ops
 
 from ablation.layers import TransformerBlock
-from ablation.records import ATTENTION_MAPS_FILE
+from ablation.records import ATTENTION_MAPS_FILE, atomic_write
 QUANTITIES = ("entropy", "normalized_entropy", "mean_distance_px", "self_attention")
 # The two per-layer means logged every epoch (history rows, W&B).
 EPOCH_QUANTITIES = ("mean_distance_px", "normalized_entropy")
@@ -262,14 +263,13 @@ def save_maps(path: Path, measured: Mapping, images: np.ndarray, indices: np.nda
     order = sorted(measured["maps"])
     geometry = measured["geometry"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.npz")
+    buffer = io.BytesIO()
     np.savez_compressed(
-        tmp, images=np.asarray(images), probe_indices=np.asarray(indices),
+        buffer, images=np.asarray(images), probe_indices=np.asarray(indices),
         blocks=np.asarray(order), maps=np.stack([measured["maps"][b] for b in order], axis=1)
         .astype(np.float32), rows=geometry["rows"], cols=geometry["cols"],
         patch_size=geometry["patch_size"])
-    tmp.replace(path)
-    return path
+    return atomic_write(path, buffer.getvalue(), fsync=False)
 
 
 def rows_table(entry: Mapping) -> tuple[list[str], list[list]]:

@@ -109,10 +109,6 @@ def finish(folder: str | Path) -> None:
     ``.sweeps`` once empty."""
     folder = Path(folder)
     shutil.rmtree(folder, ignore_errors=True)
-    remove_stale(folder.parent.parent)
-    try:
-        folder.parent.rmdir()
-    except OSError:
-        pass
+    remove_stale(folder.parent.parent)  # also removes .sweeps once empty
     if os.environ.get(OUTCOMES_ENV) == str(folder):
         del os.environ[OUTCOMES_ENV]

@@ -27,7 +27,7 @@ NEW_FOLDERS_ENV = "VIT_ABLATION_NEW_FOLDERS"
 # (and empty folders) has nothing of the user's.
 HYDRA_BOOKKEEPING = {"multirun.yaml"}
 # What a job's folder holds before its job has trained anything.
-JOB_BOOKKEEPING = {"multirun.yaml", "run_sweep.log"}
+JOB_BOOKKEEPING = HYDRA_BOOKKEEPING | {"run_sweep.log"}
 BOOKKEEPING_DIRS = {".hydra"}
 
 

@@ -51,7 +51,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     block), ``seed``, ``status``, test top-1/top-5 and best validation top-1
     as fractions, ``params``, ``trainable_params``, ``protocol``, ``test_images``
     (the size of the test set), ``train_seconds``, ``train_images_per_s``,
-    ``error``, W&B group and mode, ``history`` (per-epoch rows) and ``path``.
+    ``error``, W&B group and mode, ``history`` (per-epoch rows), ``diagnostics``
+    (the record's locality entry, or None) and ``path``.
     """
     loaded = read_records(path)
     rows = []
@@ -74,6 +75,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "wandb_mode": (record.get("wandb") or {}).get("mode"),
             "finished_at": record.get("finished_at") or "",
             "history": record.get("history") or [],
+            "diagnostics": record.get("diagnostics") or None,
             "path": str(file),
             "_settings": settings(record["config"]),
         })

@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.records import ATTENTION_MAPS_FILE, RecordError, read_record
-from ablation.report.render import HTML, LATEX, MARKDOWN, Style, block_title, gap
+from ablation.records import ATTENTION_MAPS_FILE
+from ablation.report.plots import _pyplot, _variant_label
+from ablation.report.render import HTML, LATEX, MARKDOWN, Style, _select, block_title, gap
 from ablation.report.stats import factorial_effects, paired_gap
-from ablation.report.tables import (BASELINE, BLOCK, FACTOR_LABELS, VARIANTS, blocks,
+from ablation.report.tables import (BASELINE, BLOCK, FACTOR_LABELS, VARIANTS, _switches, blocks,
                                     expected_variants, factorial_design)
 
 log = logging.getLogger(__name__)
@@ -45,26 +46,13 @@ NOTE = ("Locality, on the same probe test images for every run: mean attention d
         "other patches, which raises the mean distance by itself.")
 
 
-def _diagnostics(path: str) -> dict | None:
-    try:
-        return read_record(path).get("diagnostics") or None
-    except RecordError:
-        return None
-
-
 def with_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
     """Completed runs that carry diagnostics, with ``distance``/``entropy`` columns
     (means over layers and heads) and ``diagnostics`` (the record's entry)."""
-    done = runs[runs["status"] == "completed"].copy()
-    done["diagnostics"] = [_diagnostics(p) for p in done["path"]]
-    done = done[done["diagnostics"].notna()].copy()
+    done = runs[(runs["status"] == "completed") & runs["diagnostics"].notna()].copy()
     for quantity, (stem, _, _) in MEASURES.items():
         done[stem] = [d["summary"][quantity] for d in done["diagnostics"]]
     return done
-
-
-def _keys(frame: pd.DataFrame) -> pd.Series:
-    return pd.Series(list(zip(*(frame[k].astype(bool) for k in SWITCHES))), index=frame.index)
 
 
 def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -76,7 +64,7 @@ def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
         mine = diag.loc[diag.index.intersection(block.index)]
         if mine.empty:
             continue
-        keys = _keys(mine)
+        keys = _switches(mine)
         base = mine[keys == BASELINE].set_index("seed")
         for variant in expected_variants(block):
             ok = mine[keys == variant].set_index("seed")
@@ -177,12 +165,6 @@ def _effect_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
     return rows
 
 
-def _select(frame: pd.DataFrame, key) -> pd.DataFrame:
-    if frame.empty:
-        return frame
-    return frame[np.logical_and.reduce([frame[c] == v for c, v in zip(BLOCK, key)])]
-
-
 def _sections(table: pd.DataFrame, effects: pd.DataFrame):
     for key, block in table.groupby(BLOCK, sort=False):
         yield key, block, _select(effects, key)
@@ -240,19 +222,6 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
 
 # --- figures ---------------------------------------------------------------------
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _label(row) -> str:
-    return VARIANTS[tuple(bool(row[k]) for k in SWITCHES)]
-
-
 # One fixed colour per variant, the same in every figure (the paper's four stand apart).
 VARIANT_COLORS = dict(zip(VARIANTS.values(), [
     "#555555",   # ViT
@@ -289,10 +258,10 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
     fig, axes = plt.subplots(len(groups), 1, figsize=(7.5, 4.2 * len(groups)), squeeze=False)
     order = list(VARIANTS.values())
     for ax, (key, block) in zip(axes.ravel(), groups):
-        labels = sorted(set(block.apply(_label, axis=1)), key=order.index)
+        labels = sorted(set(block.apply(_variant_label, axis=1)), key=order.index)
         width = 0.7 / max(len(labels), 1)
         for v, label in enumerate(labels):
-            mine = block[block.apply(_label, axis=1) == label]
+            mine = block[block.apply(_variant_label, axis=1) == label]
             offset = (v - (len(labels) - 1) / 2) * width
             by_layer: dict[int, list[float]] = {}
             for entry in mine["diagnostics"]:
@@ -343,7 +312,7 @@ def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
     for k, (key, block) in enumerate(groups):
         maps = {}
         for _, row in block.sort_values("seed").iterrows():
-            label = _label(row)
+            label = _variant_label(row)
             if label not in maps:
                 loaded = _load_maps(row["path"])
                 if loaded is not None:
