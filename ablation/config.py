@@ -358,6 +358,10 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
+    for key in ("dropout", "attention_dropout", "embedding_dropout", "head_dropout", "drop_path"):
+        rate = model.get(key, 0.0)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+            raise ConfigError(f"model.{key}={rate!r} must be a rate in [0, 1)")
     form = model.get("temperature_form", "divide")
     if form not in ("divide", "multiply"):
         raise ConfigError(f"model.temperature_form={form!r} is not one of divide, multiply")

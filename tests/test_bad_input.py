@@ -28,6 +28,8 @@ CASES = {
     "negative batch": (["trainer.batch_size=-4"], "trainer.batch_size=-4 must be a positive number"),
     "zero learning rate": (["trainer.learning_rate=0"],
                            "trainer.learning_rate=0 must be a positive number"),
+    "dropout rate of 1.5": (["model.attention_dropout=1.5"],
+                            "model.attention_dropout=1.5 must be a rate in [0, 1)"),
     "heads do not divide dim": (["model.key_dim=null", "model.num_heads=5"],
                                 "model.num_heads=5 does not divide model.dim=32"),
     "wandb mode": (["wandb.mode=sometimes"],
