@@ -26,10 +26,12 @@ from ablation.config import (ConfigError, Refused, print_refusal,  # noqa: E402
                              register_resolvers, scrub_file, switches, validate)
 from ablation.data import DataError, check_source  # noqa: E402
 from ablation.device import configure as configure_device  # noqa: E402
+from ablation.device import freeze_imported_objects  # noqa: E402
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.outputs import remove_all_created, remove_created  # noqa: E402
 from ablation.preflight import check_composes, check_group_options, redact_argv  # noqa: E402
 from ablation.records import RECORD_FILENAME  # noqa: E402
+from ablation.tracking import import_early  # noqa: E402
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 register_resolvers()
@@ -73,9 +75,11 @@ def main(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError) as e:
         raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
+    import_early(str(cfg.wandb.mode))
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)
         from ablation.job import JobBusy, run_job, write_failure
+    freeze_imported_objects()
 
     try:
         record = run_job(cfg, output_dir)

@@ -216,7 +216,8 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
     try:
-        keras.backend.clear_session(free_memory=True)
+        # Keras' names and global state; memory was freed at the end of the last job
+        keras.backend.clear_session(free_memory=False)
         record = _train_and_record(config, data, output_dir, record)
     except (ConfigError, DataError):
         raise
@@ -258,7 +259,7 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
         write_record(output_dir, record)
         if record["status"] == "completed":
             remove_checkpoint(checkpoint_dir)
-        keras.backend.clear_session(free_memory=True)
+        keras.backend.clear_session(free_memory=False)
         release_finished_graphs(earlier_graphs)
-        gc.collect()
+        gc.collect()  # once, after the graphs are released (clear_session's own would be early)
     return record

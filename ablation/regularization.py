@@ -6,7 +6,10 @@ drops a whole residual branch per sample (the official recipe).
 """
 from __future__ import annotations
 
+import sys
+
 import keras
+import numpy as np
 from keras import layers, ops
 
 
@@ -15,13 +18,15 @@ def keep_mask(shape, rate: float, seed_generator):
 
     Random number generation dominates dropout's cost on a CPU (TensorFlow's
     Philox makes one 32-bit draw per element, ~5 ns each here), so each
-    31-bit random integer decides two elements: its low 16 bits and its high
-    15 bits are compared with ``rate`` scaled to 2**16 and 2**15. The drop
+    31-bit random integer decides two neighbouring elements. Viewed as two
+    signed 16-bit numbers (a view, no copy), its low half is uniform over
+    2**16 values and its high half below 2**15; each is compared with
+    ``rate`` scaled to its range, in one pass over the mask. The drop
     probability of an element is therefore ``rate`` rounded to a multiple of
-    2**-16 (first half of the last axis) or 2**-15 (second half): 0.1 becomes
-    0.1000061 and 0.1000061, 0.3 becomes 0.3000031 and 0.2999878, 0.5 stays
-    exact; a float32 uniform draw rounds to 2**-23. The elements stay
-    independent. The last axis must have a static size.
+    2**-16 (even positions of the last axis) or 2**-15 (odd ones): 0.1
+    becomes 0.1000061 and 0.1000061, 0.3 becomes 0.3000031 and 0.2999878,
+    0.5 stays exact; a float32 uniform draw rounds to 2**-23. The elements
+    stay independent. The last axis must have a static size.
     """
     shape = tuple(shape)
     last = shape[-1]
@@ -30,9 +35,10 @@ def keep_mask(shape, rate: float, seed_generator):
     half = (last + 1) // 2
     bits = keras.random.randint(shape[:-1] + (half,), 0, 2**31 - 1, dtype="int32",
                                 seed=seed_generator)
-    low_keep = ops.bitwise_and(bits, 0xFFFF) >= round(rate * 2**16)
-    high_keep = bits >= round(rate * 2**15) * 2**16  # bits 16-30 (the draw is below 2**31)
-    keep = ops.concatenate([low_keep, high_keep], axis=-1)
+    halves = ops.view(bits, "int16")  # (..., 2 * half), each draw's halves side by side
+    low, high = round(rate * 2**16) - 2**15, round(rate * 2**15)
+    pair = [low, high] if sys.byteorder == "little" else [high, low]
+    keep = ops.greater_equal(halves, np.tile(np.array(pair, "int16"), half))
     return keep if 2 * half == last else keep[..., :last]
 
 
