@@ -273,7 +273,10 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
 
     import keras
 
+    from ablation.device import freeze_imported_objects
     from ablation.job import run_job
+
+    freeze_imported_objects()  # as run_sweep.py does
 
     def rss_mb() -> float:
         with open("/proc/self/statm") as f:
