@@ -1,6 +1,7 @@
 """Benchmarks that print figures (never timed unit tests).
 
     python -m ablation.bench report --records 10000
+    python -m ablation.bench sweep --against /tmp/old-checkout
     python -m ablation.bench train model=keras_io spt=true lsa=true \
         --baseline ../shared/reference/keras_io_vit_small_ds.py
 
@@ -12,6 +13,12 @@ augmentation on, so each step does the work of real training. With
 ``compile_like_example(model)``) the two alternate, each in a fresh process,
 A B A B..., so machine drift cancels; medians are reported. The last line
 printed is one JSON object.
+
+``sweep``: a whole multirun (``run_sweep.py -m``, the 4-job smoke sweep by
+default) in a fresh process; its overhead is the wall time minus the jobs'
+training seconds (their records' ``train_seconds``). With ``--against`` (the
+root of another checkout, e.g. ``git worktree add /tmp/old <commit>``) the
+two alternate and the ratio of the medians is reported.
 
 ``report``: the reporter on N synthetic records shaped like real ones
 (50-epoch histories with per-layer temperatures), against a baseline in the
@@ -271,6 +278,10 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     """
     import resource
 
+    from ablation.tracking import import_early
+
+    config = compose_config(overrides)
+    import_early(str(config["wandb"]["mode"]))  # as run_sweep.py does: before TensorFlow
     import keras
 
     from ablation.device import freeze_imported_objects
@@ -282,7 +293,6 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
-    config = compose_config(overrides)
     print(f"{'job':>4} {'wall s':>8} {'train s':>8} {'fixed s':>8} {'RSS MB':>8}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -298,6 +308,54 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     out = {"jobs": rows, "backend": keras.backend.backend(), "overrides": overrides}
     if jobs >= 2:
         out["rss_growth_after_2nd"] = rows[-1]["rss_mb"] / rows[1]["rss_mb"] - 1
+    print(json.dumps(out))
+
+
+DEFAULT_SWEEP = ["spt=true,false", "lsa=true,false", "experiment=smoke", "trainer.verbose=0"]
+
+
+def _time_sweep(root: Path, overrides: list[str]) -> dict:
+    """One multirun of ``root``'s ``run_sweep.py`` into a fresh results folder."""
+    from ablation.records import read_record
+
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "run_sweep.py", "-m", *overrides, f"results_dir={tmp}"]
+        start = time.perf_counter()
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"bench sweep: {root}: exit {done.returncode}\n"
+                             + (done.stderr or done.stdout)[-2000:])
+        records = [read_record(p) for p in find_records(tmp)]
+        train = sum(r.get("train_seconds") or 0.0 for r in records)
+    return {"wall_s": wall, "train_s": train, "overhead_s": wall - train, "jobs": len(records)}
+
+
+def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
+    here = Path(__file__).resolve().parent.parent
+    sides = {"project": here}
+    if against:
+        if not (Path(against) / "run_sweep.py").is_file():
+            raise SystemExit(f"bench sweep: --against {against}: no run_sweep.py there")
+        sides["baseline"] = Path(against).resolve()
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for r in range(rounds):
+        for side, root in sides.items():
+            res = _time_sweep(root, overrides)
+            runs[side].append(res)
+            print(f"round {r + 1} {side:>8}: wall {res['wall_s']:6.1f} s, training "
+                  f"{res['train_s']:6.1f} s, overhead {res['overhead_s']:5.1f} s "
+                  f"({res['jobs']} jobs)", flush=True)
+    med = lambda side, key: statistics.median(r[key] for r in runs[side])  # noqa: E731
+    out = {"overrides": overrides, "rounds": rounds, "jobs": runs["project"][0]["jobs"],
+           "wall_s": med("project", "wall_s"), "train_s": med("project", "train_s"),
+           "overhead_s": med("project", "overhead_s")}
+    if against:
+        out.update(baseline=str(sides["baseline"]),
+                   baseline_wall_s=med("baseline", "wall_s"),
+                   baseline_train_s=med("baseline", "train_s"),
+                   baseline_overhead_s=med("baseline", "overhead_s"))
+        out["overhead_ratio"] = out["overhead_s"] / out["baseline_overhead_s"]
     print(json.dumps(out))
 
 
@@ -379,6 +437,11 @@ def main() -> None:
     augment.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
     augment.add_argument("--batch", type=int, default=256)
     augment.add_argument("--steps", type=int, default=5)
+    sweep = sub.add_parser("sweep", help="a whole multirun: wall time minus training time")
+    sweep.add_argument("overrides", nargs="*", help="run_sweep.py overrides (default: the "
+                       "4-job smoke sweep: " + " ".join(DEFAULT_SWEEP) + ")")
+    sweep.add_argument("--rounds", type=int, default=2)
+    sweep.add_argument("--against", help="the root of another checkout, run alternately")
     jobs = sub.add_parser("jobs", help="N jobs in one process: fixed cost and memory per job")
     jobs.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
     jobs.add_argument("--jobs", type=int, default=8)
@@ -386,6 +449,10 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.what == "report":
         bench_report(args.records, args.plots)
+    elif args.what == "sweep":
+        if args.rounds < 1:
+            raise SystemExit("bench sweep: --rounds must be >= 1")
+        bench_sweep(args.overrides or DEFAULT_SWEEP, args.rounds, args.against)
     elif args.what == "jobs":
         bench_jobs(args.overrides, args.jobs)
     elif args.what == "augment":

@@ -40,8 +40,8 @@ def freeze_imported_objects() -> None:
     TensorFlow and Keras leave about half a million Python objects behind
     their import. Every full collection walks them all (~0.25 s here), and
     one runs after each job, at interpreter exit (~1.3 s for a process that
-    trained) and whenever tracing allocates enough: none of them can ever be
-    garbage. Called once per process, after the imports and before the first
+    trained) and whenever tracing allocates enough, and almost none of them
+    ever becomes garbage (the few that do stay, a bounded one-off). Called once per process, after the imports and before the first
     job, so that what jobs create is still collected as usual.
     """
     global _frozen

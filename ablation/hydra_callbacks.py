@@ -150,7 +150,7 @@ class SweepEnd(Callback):
         if config.get("report", {}).get("after_sweep", True):
             self.write_report(config, sweep_dir)
         folders = _job_folders.pop(str(sweep_dir), None)
-        if folders is None:  # a launcher that called on_multirun_start elsewhere
+        if folders is None:  # SweepStart left out of hydra.callbacks
             folders = [f for _, f in job_configs(config)]
         failures, busy = this_sweeps_jobs(sweep_dir, folders)
         lines = []

@@ -216,8 +216,9 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
     try:
-        # Keras' names and global state; memory was freed at the end of the last job
-        keras.backend.clear_session(free_memory=False)
+        # Keras' names and global state, and a collection: the end of the last
+        # job freed its memory unless it failed (its traceback held the model)
+        keras.backend.clear_session(free_memory=True)
         record = _train_and_record(config, data, output_dir, record)
     except (ConfigError, DataError):
         raise

@@ -26,7 +26,8 @@ def keep_mask(shape, rate: float, seed_generator):
     2**-16 (even positions of the last axis) or 2**-15 (odd ones): 0.1
     becomes 0.1000061 and 0.1000061, 0.3 becomes 0.3000031 and 0.2999878,
     0.5 stays exact; a float32 uniform draw rounds to 2**-23. The elements
-    stay independent. The last axis must have a static size.
+    stay independent. A rate within 2**-16 of 1 is capped: one element in
+    2**15 or 2**16 is kept. The last axis must have a static size.
     """
     shape = tuple(shape)
     last = shape[-1]
@@ -36,7 +37,8 @@ def keep_mask(shape, rate: float, seed_generator):
     bits = keras.random.randint(shape[:-1] + (half,), 0, 2**31 - 1, dtype="int32",
                                 seed=seed_generator)
     halves = ops.view(bits, "int16")  # (..., 2 * half), each draw's halves side by side
-    low, high = round(rate * 2**16) - 2**15, round(rate * 2**15)
+    cap = 2**15 - 1  # the largest int16
+    low, high = min(round(rate * 2**16) - 2**15, cap), min(round(rate * 2**15), cap)
     pair = [low, high] if sys.byteorder == "little" else [high, low]
     keep = ops.greater_equal(halves, np.tile(np.array(pair, "int16"), half))
     return keep if 2 * half == last else keep[..., :last]

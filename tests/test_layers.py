@@ -234,6 +234,14 @@ def test_fast_dropout_drops_independently_at_its_rate(rate):
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), x)  # inference
 
 
+def test_fast_dropout_caps_a_rate_next_to_1():
+    """Thresholds past the 16-bit range are capped (no overflow, no wrap-around
+    that would keep everything): almost every element is dropped."""
+    x = np.ones((2000, 8), "float32")
+    out = keras.ops.convert_to_numpy(FastDropout(1 - 1e-7, seed=0)(x, training=True))
+    assert (out == 0).mean() > 0.999
+
+
 def test_fast_dropout_refuses_a_rate_outside_0_1():
     with pytest.raises(ValueError, match="dropout rate"):
         FastDropout(1.0)

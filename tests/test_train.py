@@ -149,6 +149,8 @@ def test_finished_jobs_graphs_are_released():
 FREEZE = r"""
 import gc, sys, weakref
 sys.path.insert(0, sys.argv[1])
+import run_sweep  # noqa: F401
+assert not {"tensorflow", "keras", "wandb"} & set(sys.modules)  # import_early comes first
 import keras  # noqa: F401  (TensorFlow's half million objects)
 from ablation.device import freeze_imported_objects
 from ablation.tracking import import_early
