@@ -311,6 +311,22 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     print(json.dumps(out))
 
 
+def _alternate(sides: list[str], rounds: int, run, line):
+    """Run each side once per round, A B A B..., so machine drift hits both
+    alike; prints ``line(result)`` per run. Returns the runs by side and a
+    ``median(side, key)`` of them."""
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for r in range(rounds):
+        for side in sides:
+            result = run(side)
+            runs[side].append(result)
+            print(f"round {r + 1} {side:>8}: {line(result)}", flush=True)
+
+    def median(side: str, key: str) -> float:
+        return statistics.median(result[key] for result in runs[side])
+    return runs, median
+
+
 DEFAULT_SWEEP = ["spt=true,false", "lsa=true,false", "experiment=smoke", "trainer.verbose=0"]
 
 
@@ -338,15 +354,10 @@ def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
         if not (Path(against) / "run_sweep.py").is_file():
             raise SystemExit(f"bench sweep: --against {against}: no run_sweep.py there")
         sides["baseline"] = Path(against).resolve()
-    runs: dict[str, list[dict]] = {side: [] for side in sides}
-    for r in range(rounds):
-        for side, root in sides.items():
-            res = _time_sweep(root, overrides)
-            runs[side].append(res)
-            print(f"round {r + 1} {side:>8}: wall {res['wall_s']:6.1f} s, training "
-                  f"{res['train_s']:6.1f} s, overhead {res['overhead_s']:5.1f} s "
-                  f"({res['jobs']} jobs)", flush=True)
-    med = lambda side, key: statistics.median(r[key] for r in runs[side])  # noqa: E731
+    runs, med = _alternate(
+        list(sides), rounds, lambda side: _time_sweep(sides[side], overrides),
+        lambda res: (f"wall {res['wall_s']:6.1f} s, training {res['train_s']:6.1f} s, "
+                     f"overhead {res['overhead_s']:5.1f} s ({res['jobs']} jobs)"))
     out = {"overrides": overrides, "rounds": rounds, "jobs": runs["project"][0]["jobs"],
            "wall_s": med("project", "wall_s"), "train_s": med("project", "train_s"),
            "overhead_s": med("project", "overhead_s")}
@@ -370,15 +381,11 @@ def bench_train(args) -> None:
         print(f"bench train: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     order = ["project", "baseline"] if args.baseline else ["project"]
-    runs: dict[str, list[dict]] = {w: [] for w in order}
-    for r in range(args.rounds):
-        for which in order:
-            res = _run_worker(which, args)
-            runs[which].append(res)
-            print(f"round {r + 1} {which:>8}: {res['train_images_per_s']:7.1f} images/s "
-                  f"{res['cpu_ms_per_image']:6.2f} CPU ms/image "
-                  f"eval {res['eval_images_per_s']:7.1f} images/s", flush=True)
-    med = lambda which, key: statistics.median(r[key] for r in runs[which])  # noqa: E731
+    runs, med = _alternate(
+        order, args.rounds, lambda which: _run_worker(which, args),
+        lambda res: (f"{res['train_images_per_s']:7.1f} images/s "
+                     f"{res['cpu_ms_per_image']:6.2f} CPU ms/image "
+                     f"eval {res['eval_images_per_s']:7.1f} images/s"))
     first = runs["project"][0]
     out = {"params": first["params"],
            "train_images_per_s": med("project", "train_images_per_s"),

@@ -1,0 +1,21 @@
+"""The benchmarks' plumbing (their figures are printed, never asserted)."""
+import json
+
+import pytest
+
+from ablation.bench import bench_sweep
+
+
+def test_bench_sweep_times_a_real_multirun(capsys):
+    bench_sweep(["spt=true", "experiment=smoke", "trainer.epochs=1", "wandb.mode=disabled",
+                 "report.after_sweep=false", "diagnostics.enabled=false"], rounds=1, against=None)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["jobs"] == 1  # read back from the job's run.json
+    assert 0 < out["train_s"] < out["wall_s"]
+    assert out["overhead_s"] == pytest.approx(out["wall_s"] - out["train_s"])
+    assert "overhead_ratio" not in out  # no --against, no ratio
+
+
+def test_bench_sweep_refuses_a_checkout_without_run_sweep(tmp_path):
+    with pytest.raises(SystemExit, match="no run_sweep.py there"):
+        bench_sweep(["spt=true"], rounds=1, against=str(tmp_path))
