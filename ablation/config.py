@@ -68,23 +68,22 @@ def scrub_text(text: str) -> str:
     return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
 
 
-def _override_key(arg: str) -> str | None:
-    """``wandb.api_key`` for ``+wandb.api_key=...``; None for flags and non-overrides."""
-    if arg.startswith("-") or "=" not in arg:
-        return None
-    return arg.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+def names_secret(override: str) -> bool:
+    """True for an override (``+wandb.api_key=...``, ``~x.token``, a dict
+    value holding ``{token: ...}``) whose key, or a key inside whose value at
+    any depth, names a secret; flags (``-m``, ``--config-dir=...``) are not."""
+    if override.startswith("-"):
+        return False
+    key, has_value, value = override.partition("=")
+    return (is_secret_key(key.lstrip("+~").split("@", 1)[0])
+            or bool(has_value) and holds_secret(value))
 
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``argv`` with the whole value of every override that names a secret
     replaced: a secret-named key, or one inside a dict value at any depth."""
-    out = []
-    for arg in argv:
-        key = _override_key(arg)
-        if key and (is_secret_key(key) or holds_secret(arg.split("=", 1)[1])):
-            arg = f"{arg.split('=', 1)[0]}='{REDACTED}'"
-        out.append(arg)
-    return out
+    return [f"{arg.split('=', 1)[0]}='{REDACTED}'" if "=" in arg and names_secret(arg) else arg
+            for arg in argv]
 
 
 def scrub_file(path) -> None:
@@ -202,11 +201,7 @@ def folder_suffix(overrides: str) -> str:
     redacted), are left out, whole: a folder name is no place for a key
     passed on the command line.
     """
-    def secret(item: str) -> bool:
-        key, _, value = item.partition("=")
-        return is_secret_key(key.lstrip("+~")) or holds_secret(value)
-
-    kept = [item for item in split_overrides(str(overrides or "")) if not secret(item)]
+    kept = [item for item in split_overrides(str(overrides or "")) if not names_secret(item)]
     return "_" + ",".join(kept) if kept else ""
 
 
