@@ -38,11 +38,12 @@ def freeze_imported_objects() -> None:
     """Leave the objects made by the imports out of every later garbage collection.
 
     TensorFlow and Keras leave about half a million Python objects behind
-    their import. Every full collection walks them all (~0.25 s here), and
-    one runs after each job, at interpreter exit (~1.3 s for a process that
-    trained) and whenever tracing allocates enough, and almost none of them
-    ever becomes garbage (the few that do stay, a bounded one-off). Called once per process, after the imports and before the first
-    job, so that what jobs create is still collected as usual.
+    their import. Every full collection walks them all (~0.25 s here): one
+    runs around each job, at interpreter exit (~1.3 s for a process that
+    trained) and whenever tracing allocates enough, yet almost none of them
+    ever becomes garbage (the few that do stay, a bounded one-off). Called
+    once per process, after the imports and before the first job, so that
+    what jobs create is still collected as usual.
     """
     global _frozen
     if not _frozen:  # no collection first: the imports leave next to no garbage
