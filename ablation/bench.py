@@ -278,15 +278,24 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     """
     import resource
 
+    from ablation.config import ConfigError, validate
+    from ablation.data import DataError, check_source
+    from ablation.native_log import quiet_native_stderr
     from ablation.tracking import import_early
 
     config = compose_config(overrides)
+    try:  # bad overrides or data fail here, in one line, before TensorFlow loads
+        validate(config)
+        check_source(config["dataset"])
+    except (ConfigError, DataError) as e:
+        print(f"bench jobs: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     import_early(str(config["wandb"]["mode"]))  # as run_sweep.py does: before TensorFlow
-    import keras
+    with quiet_native_stderr():
+        import keras
 
-    from ablation.device import freeze_imported_objects
-    from ablation.job import run_job
-
+        from ablation.device import freeze_imported_objects
+        from ablation.job import run_job
     freeze_imported_objects()  # as run_sweep.py does
 
     def rss_mb() -> float:
@@ -298,7 +307,11 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for job in range(1, jobs + 1):
             t = time.perf_counter()
-            record = run_job(config, Path(tmp) / f"job{job}")
+            try:
+                record = run_job(config, Path(tmp) / f"job{job}")
+            except DataError as e:  # e.g. a dataset that cannot be downloaded offline
+                print(f"bench jobs: {e}", file=sys.stderr)
+                raise SystemExit(2) from None
             wall = time.perf_counter() - t
             rows.append({"job": job, "wall_s": wall, "train_s": record["train_seconds"],
                          "fixed_s": wall - record["train_seconds"], "rss_mb": rss_mb()})
@@ -340,8 +353,11 @@ def _time_sweep(root: Path, overrides: list[str]) -> dict:
         done = subprocess.run(command, cwd=root, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            if done.returncode == 2 and lines:  # refused input: run_sweep's one line says why
+                raise SystemExit(f"bench sweep: {lines[-1]}")
             raise SystemExit(f"bench sweep: {root}: exit {done.returncode}\n"
-                             + (done.stderr or done.stdout)[-2000:])
+                             + "\n".join(lines)[-2000:])
         records = [read_record(p) for p in find_records(tmp)]
         train = sum(r.get("train_seconds") or 0.0 for r in records)
     return {"wall_s": wall, "train_s": train, "overhead_s": wall - train, "jobs": len(records)}
@@ -461,6 +477,8 @@ def main() -> None:
             raise SystemExit("bench sweep: --rounds must be >= 1")
         bench_sweep(args.overrides or DEFAULT_SWEEP, args.rounds, args.against)
     elif args.what == "jobs":
+        if args.jobs < 1:
+            raise SystemExit("bench jobs: --jobs must be >= 1")
         bench_jobs(args.overrides, args.jobs)
     elif args.what == "augment":
         bench_augment(args.overrides, args.batch, args.steps)

@@ -299,7 +299,8 @@ def _positive(cfg: Mapping, key: str, kind=(int, float)) -> None:
     group, name = key.split(".")
     value = cfg[group][name]
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        raise ConfigError(f"{key}={value!r} must be a positive number")
+        what = "a positive integer" if kind is int else "a positive number"
+        raise ConfigError(f"{key}={value!r} must be {what}")
 
 # trainer.precision: Keras dtype policies (mixed_bfloat16: bf16 compute, fp32 weights).
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -311,8 +312,10 @@ def validate(cfg: Mapping) -> None:
     """Refuse a config that cannot train, with one line naming the fix."""
     for key in SWITCHES:
         as_bool(cfg[key], key)
-    if isinstance(cfg["seed"], bool) or not isinstance(cfg["seed"], int):
-        raise ConfigError(f"seed={cfg['seed']!r} must be an integer")
+    seed = cfg["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        # numpy's and Keras' generators take seeds in [0, 2**32)
+        raise ConfigError(f"seed={seed!r} must be an integer in [0, 2**32)")
     _positive(cfg, "trainer.epochs", int)
     _positive(cfg, "trainer.batch_size", int)
     _positive(cfg, "trainer.learning_rate")
