@@ -238,9 +238,11 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
         resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
                        if config.get("resume", True) else None)
         run_id = resume_from.state.get("wandb_id") if resume_from else None
-        if run_id and config["wandb"]["mode"] != "disabled":
+        if config["wandb"]["mode"] != "disabled" and (run_id or resume_from is None):
             # The earlier offline run of this id may be cut short by a kill: the
-            # resumed run replays the checkpoint's history and replaces it.
+            # resumed run replays the checkpoint's history and replaces it. A job
+            # starting over (killed or failed before its first checkpoint) sets
+            # aside every earlier attempt's run: its record describes the new one.
             set_aside_offline_runs(output_dir / "wandb", run_id,
                                    replaced_folder(output_dir) / "wandb")
         with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),

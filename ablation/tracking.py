@@ -193,19 +193,24 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         yield WandbTracker(run, output_dir)
 
 
-def set_aside_offline_runs(wandb_dir: str | Path, run_id: str, target: str | Path) -> list[Path]:
-    """Move the offline run folders of ``run_id`` in ``wandb_dir`` to ``target``.
+def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,
+                           target: str | Path) -> list[Path]:
+    """Move the offline run folders of ``run_id`` (every one if None) in
+    ``wandb_dir`` to ``target``.
 
     Before a run is opened again under the same id (a resumed job, a report
     made again): the new folder will hold everything, and the old ones must not
-    be synced beside it. Returns the folders' new paths.
+    be synced beside it. With None, before a job starts over (an attempt
+    killed or failed before its first checkpoint): its record will describe
+    only the new run. Returns the folders' new paths.
     """
     wandb_dir, target = Path(wandb_dir), Path(target)
-    old = sorted(p for p in wandb_dir.glob("offline-run-*") if p.name.endswith(f"-{run_id}"))
+    old = sorted(p for p in wandb_dir.glob("offline-run-*")
+                 if run_id is None or p.name.endswith(f"-{run_id}"))
     if old:
         target.mkdir(parents=True, exist_ok=True)
         for path in old:
             path.rename(target / path.name)
-        log.info("W&B run %s: earlier offline folder(s) moved to %s (the new one holds "
-                 "the whole run)", run_id, target)
+        log.info("%s: earlier offline folder(s) moved to %s (the new run replaces them)",
+                 f"W&B run {run_id}" if run_id else "W&B", target)
     return [target / p.name for p in old]

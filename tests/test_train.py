@@ -73,6 +73,23 @@ def test_failed_job_is_recorded_and_does_not_leak_into_the_next(tmp_path, wandb_
     assert len(good_run["history_records"]) == 2  # its own two epochs, nothing from the failed job
 
 
+def test_a_job_starting_over_sets_aside_an_earlier_attempts_wandb_run(tmp_path):
+    """Killed before its first checkpoint, a job starts over under a new W&B
+    id; the killed attempt's offline folder (a near-empty .wandb file) moves to
+    .replaced/, so `wandb sync <job>/wandb/offline-run-*` sends only the run
+    the record describes."""
+    job = tmp_path / "job"
+    killed = job / "wandb" / "offline-run-20260101_000000-killed01"
+    killed.mkdir(parents=True)
+    (killed / "run-killed01.wandb").write_bytes(b"\0" * 7)
+    record = run_job(smoke("wandb.mode=offline", "diagnostics.enabled=false"), job)
+    assert record["status"] == "completed"
+    (kept,) = job.glob("wandb/offline-run-*")
+    assert kept.name.endswith(record["wandb"]["id"])
+    (moved,) = job.glob(".replaced/*/wandb/offline-run-*-killed01")
+    assert (moved / "run-killed01.wandb").read_bytes() == b"\0" * 7
+
+
 BLOCK_TENSORFLOW = r'''
 import importlib.abc, json, os, sys
 class NoTensorFlow(importlib.abc.MetaPathFinder):
