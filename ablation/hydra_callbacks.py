@@ -157,6 +157,8 @@ class SweepEnd(Callback):
         if busy:
             lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
             lines += [f"  {detail}" for _, detail in busy]
+            lines.append(f"  once it ends, the report with them: python -m ablation.report "
+                         f"{_shown(Path(str(sweep_dir)).resolve())}")
         if failures:
             lines.append(f"{len(failures)} run(s) failed:")
             lines += [f"  {folder}: {error}" for folder, error in failures]

@@ -44,6 +44,8 @@ def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
     line = next(line for line in out.splitlines() if "is being run by another process" in line)
     assert f"(host {platform.node()}, pid {contended['holder_pid']}, since " in line
     assert "1 job(s) skipped: another process was running them:" in out
+    hint = next(line for line in out.splitlines() if "python -m ablation.report" in line)
+    assert hint.endswith(str(contended["root"] / "smoke"))  # the command to run once it ends
     assert "Epoch 1" not in out  # never trained
     # nothing of its own in the folder: no record, no W&B run, no checkpoint
     names = {p.parts[0] for p in contended["files"]}
