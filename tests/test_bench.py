@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ablation.bench import bench_sweep
+from ablation.bench_sweep import bench_sweep
 
 
 def test_bench_sweep_times_a_real_multirun(capsys):
