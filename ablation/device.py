@@ -15,13 +15,23 @@ def configure(gpu: Mapping) -> None:
     GPU. JAX reads its switch from the environment when it first uses the
     device; TensorFlow's must be set per device before it is initialised (a
     later job in the same process finds it already set).
+
+    ``compilation_cache`` (JAX): a folder where XLA keeps its compiled
+    programs, so a job whose program was compiled before (another seed of the
+    same variant, a rerun, a resumed job) loads it instead of compiling again;
+    on a GPU compiling the train and evaluation steps costs more than the
+    epochs of a short job. Other backends ignore it.
     """
-    if not gpu.get("share_memory", False):
-        return
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    share = bool(gpu.get("share_memory", False))
+    if share:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import keras
 
-    if keras.backend.backend() == "tensorflow":
+    if keras.backend.backend() == "jax" and gpu.get("compilation_cache"):
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", str(gpu["compilation_cache"]))
+    if share and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         for device in tf.config.list_physical_devices("GPU"):

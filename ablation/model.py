@@ -19,6 +19,7 @@ from ablation.seeding import layer_seed
 from ablation.config import AUGMENTATION_IMPLEMENTATIONS
 from ablation.attention import MultiHeadSelfAttention
 from ablation.layers import (
+    AdaptedNormalization,
     LAYER_NORM_EPSILON,
     ClassToken,
     FeedForward,
@@ -60,7 +61,7 @@ def build_augmentation(
         raise ValueError(f"augmentation.implementation must be one of "
                          f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
     before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
-    normalization = layers.Normalization(name="normalization")
+    normalization = AdaptedNormalization(name="normalization")
     if normalization_data is not None:
         normalization.adapt(normalization_data)
     if implementation == "fused":

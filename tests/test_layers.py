@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ablation.attention import MultiHeadSelfAttention
-from ablation.layers import SHIFTS, PatchTokenizer
-from ablation.regularization import FastDropout
+from ablation.layers import SHIFTS, AdaptedNormalization, PatchTokenizer
+from ablation.regularization import DropPath, FastDropout
 
 
 def shifted_by_hand(image, dy, dx):
@@ -277,3 +277,34 @@ def test_fast_paths_compute_the_same_function_on_jax():
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_adapted_normalization_is_kerass_reading_its_statistics_from_its_weights():
+    """The same function and weights as keras.layers.Normalization, but the
+    statistics are read when called (so compiled steps take them as inputs
+    and do not differ between training splits), and it saves and loads."""
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 2.0, (50, 4, 4, 3)).astype("float32")
+    ours, theirs = AdaptedNormalization(), keras.layers.Normalization()
+    ours.adapt(data)
+    theirs.adapt(data)
+    assert [w.shape for w in ours.weights] == [w.shape for w in theirs.weights]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(data)),
+                               keras.ops.convert_to_numpy(theirs(data)), rtol=1e-5, atol=1e-5)
+    ours.adapt_mean.assign(np.array([1.0, 2.0, 3.0], "float32"))
+    ours.adapt_variance.assign(np.array([4.0, 1.0, 0.25], "float32"))
+    expected = (data - [1.0, 2.0, 3.0]) / np.array([2.0, 1.0, 0.5], "float32")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ours(data)), expected, rtol=1e-5)
+    model = keras.Sequential([keras.Input((4, 4, 3)), ours])
+    clone = keras.models.clone_model(model)
+    clone.set_weights(model.get_weights())
+    assert isinstance(clone.layers[0], AdaptedNormalization)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(clone(data)), expected, rtol=1e-5)
+
+
+def test_weightless_layers_are_built_when_made():
+    """Like keras.layers.Dropout: an unbuilt layer makes predict_on_batch (the
+    locality probe) run the whole model eagerly first, which on JAX compiles
+    ~200 one-op programs."""
+    assert FastDropout(0.1, seed=0).built and FastDropout(0.0).built
+    assert DropPath(0.1, seed=0).built
