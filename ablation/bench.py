@@ -4,6 +4,8 @@
     python -m ablation.bench sweep --against /tmp/old-checkout
     python -m ablation.bench train model=keras_io spt=true lsa=true \
         --baseline ../shared/reference/keras_io_vit_small_ds.py
+    python -m ablation.bench train model=keras_io trainer.precision=mixed_bfloat16 \
+        --concurrent 4 --steps 1000
 
 ``train``: training throughput of the model a run config describes (the same
 Hydra overrides as ``run_sweep.py``), on random data of the dataset's shape
@@ -11,7 +13,9 @@ Hydra overrides as ``run_sweep.py``), on random data of the dataset's shape
 augmentation on, so each step does the work of real training. With
 ``--baseline`` (a module with ``build(vanilla=...)`` and
 ``compile_like_example(model)``) the two alternate, each in a fresh process,
-A B A B..., so machine drift cancels; medians are reported. The last line
+A B A B..., so machine drift cancels; medians are reported. With
+``--concurrent N``, N processes train at once (jobs sharing one GPU) and
+their total images/s is compared with one process alone. The last line
 printed is one JSON object.
 
 ``sweep`` and ``jobs``: the sweep as a whole (:mod:`ablation.bench_sweep`).
@@ -196,6 +200,7 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
                       num_classes=classes)
     warm_x, warm_y = x[: batch * warmup], y[: batch * warmup]
     model.fit(warm_x, warm_y, batch_size=batch, epochs=1, verbose=0)
+    started = time.time()  # the clock other processes share: did timed windows overlap?
     cpu, wall = time.process_time(), time.perf_counter()
     model.fit(x[batch * warmup:], y[batch * warmup:], batch_size=batch, epochs=1, verbose=0)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -208,20 +213,60 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
             "train_images_per_s": images / wall, "cpu_ms_per_image": 1000 * cpu / images,
             "eval_images_per_s": images / eval_wall, "peak_rss_mb": _peak_rss_mb(),
             "backend": keras.backend.backend(), "device": _device(),
-            "precision": precision, "batch_size": batch}
+            "precision": precision, "batch_size": batch,
+            "timed_window": [started, started + wall]}
 
 
-def _run_worker(which: str, args) -> dict:
+def _worker_command(which: str, args) -> list[str]:
     cmd = [sys.executable, "-m", "ablation.bench", "train", "--worker", which,
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
     if args.baseline:
         cmd += ["--baseline", args.baseline]
-    cmd += args.overrides
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
-        raise SystemExit(f"bench train: the {which} process failed ({done.returncode})")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return cmd + args.overrides
+
+
+def _worker_result(which: str, returncode: int, stdout: str, stderr: str) -> dict:
+    if returncode != 0:
+        sys.stderr.write(stdout[-3000:] + stderr[-3000:])
+        raise SystemExit(f"bench train: the {which} process failed ({returncode})")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _run_worker(which: str, args) -> dict:
+    done = subprocess.run(_worker_command(which, args), capture_output=True, text=True)
+    return _worker_result(which, done.returncode, done.stdout, done.stderr)
+
+
+def _run_concurrently(args) -> dict:
+    """``args.concurrent`` project processes at once (jobs sharing one device):
+    each one's figures, their sum, and how long all their timed windows overlapped."""
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # as gpu.share_memory
+    # output to files, not pipes: a worker blocked on a full pipe would stall its timing
+    files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+             for _ in range(args.concurrent)]
+    procs = [subprocess.Popen(_worker_command("project", args), stdout=out, stderr=err,
+                              text=True, env=env) for out, err in files]
+    results = []
+    for proc, (out, err) in zip(procs, files):
+        proc.wait()
+        out.seek(0), err.seek(0)
+        results.append(_worker_result("project", proc.returncode, out.read(), err.read()))
+        out.close(), err.close()
+    windows = [r["timed_window"] for r in results]
+    first = results[0]
+    return {**{k: first[k] for k in ("params", "backend", "device", "precision", "batch_size")},
+            "processes": len(results),
+            "train_images_per_s": sum(r["train_images_per_s"] for r in results),
+            "per_process_images_per_s": [r["train_images_per_s"] for r in results],
+            "cpu_ms_per_image": statistics.median(r["cpu_ms_per_image"] for r in results),
+            "eval_images_per_s": sum(r["eval_images_per_s"] for r in results),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+            # every image over the span from the first start to the last end: a lower
+            # bound of the total, right whether or not the windows overlapped
+            "union_images_per_s": args.steps * first["batch_size"] * len(results)
+            / (max(b for _, b in windows) - min(a for a, _ in windows)),
+            "overlap_s": max(0.0, min(b for _, b in windows) - max(a for a, _ in windows)),
+            "window_s": max(b - a for a, b in windows)}
 
 
 def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
@@ -291,6 +336,9 @@ def bench_train(args) -> None:
     except ConfigError as e:
         print(f"bench train: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    if args.concurrent > 1:
+        bench_concurrent(args)
+        return
     order = ["project", "baseline"] if args.baseline else ["project"]
     runs, med = alternate(
         order, args.rounds, lambda which: _run_worker(which, args),
@@ -337,6 +385,33 @@ def bench_train(args) -> None:
     print(json.dumps(out))
 
 
+def bench_concurrent(args) -> None:
+    """Jobs sharing one device: the total images/s of ``--concurrent`` processes
+    training at once against one alone, alternating (one alone, then N, per round)."""
+    runs, med = alternate(
+        ["alone", "shared"], args.rounds,
+        lambda side: _run_concurrently(argparse.Namespace(
+            **{**vars(args), "concurrent": 1 if side == "alone" else args.concurrent})),
+        lambda res: (f"{res['processes']} process(es): {res['train_images_per_s']:8.1f} images/s "
+                     f"in all, windows {res['window_s']:.1f} s, all overlapping {res['overlap_s']:.1f} s"))
+    shared = runs["shared"][0]
+    out = {**{k: shared[k] for k in ("params", "backend", "device", "precision", "batch_size")},
+           "concurrent": args.concurrent,
+           "train_images_per_s": med("shared", "train_images_per_s"),
+           "alone_train_images_per_s": med("alone", "train_images_per_s"),
+           "union_images_per_s": med("shared", "union_images_per_s"),
+           "overlap_s": med("shared", "overlap_s"), "window_s": med("shared", "window_s"),
+           "rounds": args.rounds, "steps": args.steps, "overrides": args.overrides}
+    out["sharing_ratio"] = out["train_images_per_s"] / out["alone_train_images_per_s"]
+    print(f"\n{args.concurrent} processes at once: {out['train_images_per_s']:.1f} images/s in all; "
+          f"one alone: {out['alone_train_images_per_s']:.1f} (x{out['sharing_ratio']:.2f}); "
+          f"{out['backend']} on {out['device']}, {out['precision']}, batch {out['batch_size']}. "
+          f"The sum holds while the timed windows overlap ({out['overlap_s']:.1f} of "
+          f"{out['window_s']:.1f} s; first start to last end: {out['union_images_per_s']:.1f} "
+          f"images/s): give --steps enough to dwarf the start-up differences.")
+    print(json.dumps(out))
+
+
 def main() -> None:
     from ablation.bench_sweep import DEFAULT_SWEEP, bench_jobs, bench_sweep
 
@@ -352,6 +427,9 @@ def main() -> None:
     train.add_argument("--rounds", type=int, default=3, help="fresh processes of each")
     train.add_argument("--baseline", help="module with build(vanilla=...) and "
                        "compile_like_example(model), e.g. the keras.io reference")
+    train.add_argument("--concurrent", type=int, default=1, metavar="N",
+                       help="N processes training at once (jobs sharing one GPU), "
+                       "against one alone")
     train.add_argument("--worker", choices=["project", "baseline"], help=argparse.SUPPRESS)
     augment = sub.add_parser("augment", help="the augmentation alone, fused vs keras_layers")
     augment.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
@@ -383,8 +461,12 @@ def main() -> None:
         print(json.dumps(measure(args.worker, args.overrides, args.steps, args.warmup,
                                  args.baseline)))
     else:
-        if args.rounds < 1 or args.steps < 1 or args.warmup < 1:
-            raise SystemExit("bench train: --rounds, --steps and --warmup must be >= 1")
+        if args.rounds < 1 or args.steps < 1 or args.warmup < 1 or args.concurrent < 1:
+            raise SystemExit("bench train: --rounds, --steps, --warmup and --concurrent "
+                             "must be >= 1")
+        if args.concurrent > 1 and args.baseline:
+            raise SystemExit("bench train: --concurrent runs the project alone; "
+                             "drop --baseline")
         bench_train(args)
 
 
