@@ -253,8 +253,10 @@ class AdaptedNormalization(layers.Normalization):
     training splits differ (another seed) compile two different programs,
     and XLA's compilation cache (``gpu.compilation_cache``) cannot give one
     the other's. Read from the weights, the statistics are inputs of one
-    program. The weights, the function and the saved form are the keras
-    layer's; statistics given to the constructor stay constants, as there.
+    program. The weights, the function and the config are the keras
+    layer's (saved under this class's name); statistics given to the
+    constructor stay constants, as there. Unlike the keras layer it runs on
+    the model's backend only (never inside a tf.data pipeline).
     """
 
     def call(self, inputs):
