@@ -240,18 +240,28 @@ def _run_worker(which: str, args) -> dict:
 def _run_concurrently(args) -> dict:
     """``args.concurrent`` project processes at once (jobs sharing one device):
     each one's figures, their sum, and how long all their timed windows overlapped."""
-    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # as gpu.share_memory
+    # memory taken as needed, as gpu.share_memory does (JAX; TensorFlow)
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+           "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     # output to files, not pipes: a worker blocked on a full pipe would stall its timing
     files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
              for _ in range(args.concurrent)]
-    procs = [subprocess.Popen(_worker_command("project", args), stdout=out, stderr=err,
-                              text=True, env=env) for out, err in files]
-    results = []
-    for proc, (out, err) in zip(procs, files):
-        proc.wait()
-        out.seek(0), err.seek(0)
-        results.append(_worker_result("project", proc.returncode, out.read(), err.read()))
-        out.close(), err.close()
+    procs = []
+    try:
+        procs = [subprocess.Popen(_worker_command("project", args), stdout=out, stderr=err,
+                                  text=True, env=env) for out, err in files]
+        results = []
+        for proc, (out, err) in zip(procs, files):
+            proc.wait()
+            out.seek(0), err.seek(0)
+            results.append(_worker_result("project", proc.returncode, out.read(), err.read()))
+    finally:  # one failed: stop the others, which would hold the device
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+        for out, err in files:
+            out.close(), err.close()
     windows = [r["timed_window"] for r in results]
     first = results[0]
     return {**{k: first[k] for k in ("params", "backend", "device", "precision", "batch_size")},

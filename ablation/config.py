@@ -335,6 +335,10 @@ def validate(cfg: Mapping) -> None:
     precision = cfg["trainer"].get("precision", "float32")
     if precision not in PRECISIONS:
         raise ConfigError(f"trainer.precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+    cache = (cfg.get("gpu") or {}).get("compilation_cache")
+    if cache is not None and (not isinstance(cache, str) or not cache.strip()):
+        raise ConfigError(f"gpu.compilation_cache={cache!r} must be a folder path, or null "
+                          f"to compile every time")
     implementation = cfg.get("augmentation", {}).get("implementation", "fused")
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:
         raise ConfigError(f"augmentation.implementation={implementation!r} is not one of "

@@ -25,6 +25,8 @@ CASES = {
     "patch does not divide image": (["model.patch_size=5"],
                                     "model.patch_size=5 does not divide model.image_size=16"),
     "zero epochs": (["trainer.epochs=0"], "trainer.epochs=0 must be a positive integer"),
+    "compilation cache not a path": (["gpu.compilation_cache=true"],
+                                     "gpu.compilation_cache=True must be a folder path, or null"),
     "negative batch": (["trainer.batch_size=-4"], "trainer.batch_size=-4 must be a positive integer"),
     "fractional batch": (["trainer.batch_size=2.5"],
                          "trainer.batch_size=2.5 must be a positive integer"),

@@ -19,6 +19,7 @@ def comparable(record: dict) -> dict:
     history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
     config = {k: v for k, v in record["config"].items() if k not in ("sweep_id", "results_dir")}
     config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
+    config["gpu"] = {k: v for k, v in config["gpu"].items() if k != "compilation_cache"}  # a path
     return {"switches": record["switches"], "status": record["status"],
             "metrics": record["metrics"], "history": history, "params": record["params"],
             "config": config, "run_name": record["run_name"]}
