@@ -125,14 +125,18 @@ DATASET_SHAPES = {
 
 
 def compose_config(overrides: list[str]) -> dict:
-    """The run config ``run_sweep.py`` would build from the same overrides."""
+    """The run config ``run_sweep.py`` would build from the same overrides;
+    :class:`ablation.config.ConfigError` (one line) where it would refuse them."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from ablation.config import register_resolvers
+    from ablation.preflight import check_composes, check_group_options
 
     register_resolvers()
     conf_dir = str(Path(__file__).resolve().parent.parent / "conf")
+    check_group_options(list(overrides), conf_dir)  # unknown options, unparsable overrides
+    check_composes(list(overrides), conf_dir)
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides))
     return OmegaConf.to_container(cfg, resolve=True)
@@ -413,6 +417,10 @@ def bench_concurrent(args) -> None:
            "overlap_s": med("shared", "overlap_s"), "window_s": med("shared", "window_s"),
            "rounds": args.rounds, "steps": args.steps, "overrides": args.overrides}
     out["sharing_ratio"] = out["train_images_per_s"] / out["alone_train_images_per_s"]
+    if out["overlap_s"] < 0.5 * out["window_s"]:
+        print("\nwarning: the processes' timed windows overlapped for less than half their "
+              "length, so their sum overstates what they do together; raise --steps",
+              file=sys.stderr)
     print(f"\n{args.concurrent} processes at once: {out['train_images_per_s']:.1f} images/s in all; "
           f"one alone: {out['alone_train_images_per_s']:.1f} (x{out['sharing_ratio']:.2f}); "
           f"{out['backend']} on {out['device']}, {out['precision']}, batch {out['batch_size']}. "

@@ -39,8 +39,8 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     from ablation.native_log import quiet_native_stderr
     from ablation.tracking import import_early
 
-    config = compose_config(overrides)
     try:  # bad overrides or data fail here, in one line, before TensorFlow loads
+        config = compose_config(overrides)
         validate(config)
         check_source(config["dataset"])
     except (ConfigError, DataError) as e:

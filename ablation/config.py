@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -339,6 +340,9 @@ def validate(cfg: Mapping) -> None:
     if cache is not None and (not isinstance(cache, str) or not cache.strip()):
         raise ConfigError(f"gpu.compilation_cache={cache!r} must be a folder path, or null "
                           f"to compile every time")
+    if cache is not None and Path(cache).expanduser().exists() \
+            and not Path(cache).expanduser().is_dir():
+        raise ConfigError(f"gpu.compilation_cache={cache!r} is a file, not a folder")
     implementation = cfg.get("augmentation", {}).get("implementation", "fused")
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:
         raise ConfigError(f"augmentation.implementation={implementation!r} is not one of "

@@ -28,9 +28,7 @@ def configure(gpu: Mapping) -> None:
     import keras
 
     if keras.backend.backend() == "jax" and gpu.get("compilation_cache"):
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", str(gpu["compilation_cache"]))
+        _use_compilation_cache(os.path.expanduser(str(gpu["compilation_cache"])))
     if share and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
@@ -39,6 +37,24 @@ def configure(gpu: Mapping) -> None:
                 tf.config.experimental.set_memory_growth(device, True)
             except RuntimeError:  # already initialised by an earlier job: nothing to do
                 pass
+
+
+def _use_compilation_cache(folder: str) -> None:
+    """Point JAX's persistent cache at ``folder``, or say why not: JAX itself
+    only warns about its first failed read and then compiles every time."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        log.warning("gpu.compilation_cache=%s cannot be used (%s): compiling every time",
+                    folder, e.strerror or e)
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", folder)
 
 
 _frozen = False

@@ -27,6 +27,8 @@ CASES = {
     "zero epochs": (["trainer.epochs=0"], "trainer.epochs=0 must be a positive integer"),
     "compilation cache not a path": (["gpu.compilation_cache=true"],
                                      "gpu.compilation_cache=True must be a folder path, or null"),
+    "compilation cache a file": (["gpu.compilation_cache=README.md"],
+                                 "gpu.compilation_cache='README.md' is a file, not a folder"),
     "negative batch": (["trainer.batch_size=-4"], "trainer.batch_size=-4 must be a positive integer"),
     "fractional batch": (["trainer.batch_size=2.5"],
                          "trainer.batch_size=2.5 must be a positive integer"),

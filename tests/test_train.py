@@ -256,3 +256,13 @@ def test_jax_compilation_cache_serves_a_job_with_other_data(tmp_path):
     first = train(0)
     assert first, "no train step in the cache"
     assert train(1) == first  # found in the cache: nothing new compiled
+
+
+def test_an_unusable_compilation_cache_folder_is_said_and_skipped(tmp_path, caplog):
+    """JAX alone would warn about its first failed read only, then compile every time."""
+    from ablation.device import _use_compilation_cache
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    _use_compilation_cache(str(blocker / "cache"))
+    assert "cannot be used" in caplog.text and "compiling every time" in caplog.text
