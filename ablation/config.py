@@ -340,8 +340,7 @@ def validate(cfg: Mapping) -> None:
     if cache is not None and (not isinstance(cache, str) or not cache.strip()):
         raise ConfigError(f"gpu.compilation_cache={cache!r} must be a folder path, or null "
                           f"to compile every time")
-    if cache is not None and Path(cache).expanduser().exists() \
-            and not Path(cache).expanduser().is_dir():
+    if cache is not None and Path(cache).expanduser().is_file():
         raise ConfigError(f"gpu.compilation_cache={cache!r} is a file, not a folder")
     implementation = cfg.get("augmentation", {}).get("implementation", "fused")
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:
