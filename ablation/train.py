@@ -21,6 +21,7 @@ from ablation.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.config import redact
 from ablation.data import Dataset
 from ablation.model import build_model
+from ablation.schedules import WarmupCosineDecay
 from ablation.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
     if warmup == 0:
         return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total, alpha=alpha)
     # the warm-up rises linearly from the floor (0 by default; the official code: 1e-6)
-    return keras.optimizers.schedules.CosineDecay(
+    return WarmupCosineDecay(
         float(trainer.get("min_learning_rate") or 0.0), decay_steps=max(total - warmup, 1),
         warmup_target=peak, warmup_steps=warmup, alpha=alpha)
 

@@ -220,3 +220,47 @@ def test_tiny_imagenet_preset_has_the_official_trainable_parameter_counts():
         cfg = compose("experiment=paper_tiny_imagenet", *switches)
         model = build_model(cfg, 200, (64, 64, 3))
         assert trainable_count(model) == expected
+
+
+@pytest.mark.parametrize("initial, target, warmup, decay, alpha", [
+    (0.0, 1e-3, 10, 90, 0.0),             # keras_io: from 0, down to 0
+    (1e-6, 1e-3, 70, 630, 1e-6 / 1e-3),   # the official recipe: from and down to the floor
+    (0.0, 3e-3, 1, 1, 0.0),               # the shortest schedule
+])
+def test_branch_free_schedule_is_keras_cosine_decay(initial, target, warmup, decay, alpha):
+    """WarmupCosineDecay gives Keras's CosineDecay values exactly, step by step,
+    past the end too, and saves and loads as itself."""
+    from ablation.schedules import WarmupCosineDecay
+
+    keras_schedule = keras.optimizers.schedules.CosineDecay(
+        initial, decay_steps=decay, warmup_target=target, warmup_steps=warmup, alpha=alpha)
+    ours = WarmupCosineDecay(initial, decay_steps=decay, warmup_target=target,
+                             warmup_steps=warmup, alpha=alpha)
+    values = lambda s: np.array([float(keras.ops.convert_to_numpy(s(np.int64(step))))  # noqa: E731
+                                 for step in range(warmup + decay + 3)])
+    np.testing.assert_array_equal(values(ours), values(keras_schedule))
+    loaded = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(ours))
+    assert type(loaded) is WarmupCosineDecay and loaded.get_config() == ours.get_config()
+    with pytest.raises(ValueError, match="warmup_steps"):
+        WarmupCosineDecay(0.0, decay_steps=5, warmup_target=1e-3, warmup_steps=0)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="inspects a TensorFlow graph")
+def test_the_schedule_traces_no_conditional():
+    """AdamW evaluates the schedule once per variable; Keras's warm-up traced a
+    conditional (two sub-graphs) each time, ours traces a select."""
+    import tensorflow as tf
+
+    trainer = {"epochs": 10, "learning_rate": 1e-3, "warmup_fraction": 0.1,
+               "warmup_epochs": None, "min_learning_rate": 0.0}
+    schedule = learning_rate_schedule(trainer, steps_per_epoch=5)
+    keras_schedule = keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=45, warmup_target=1e-3, warmup_steps=5)
+
+    def op_types(s):
+        graph = tf.function(s).get_concrete_function(tf.TensorSpec((), tf.int64)).graph
+        return {op.type for op in graph.get_operations()}
+
+    assert {"If", "StatelessIf"} & op_types(keras_schedule)  # what was slow: still so in Keras
+    assert not {"If", "StatelessIf"} & op_types(schedule)
+    assert "SelectV2" in op_types(schedule)
