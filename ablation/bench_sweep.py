@@ -48,9 +48,9 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
         raise SystemExit(2) from None
     import_early(str(config["wandb"]["mode"]))  # as run_sweep.py does: before TensorFlow
     with quiet_native_stderr():
-        import keras
+        from ablation.device import freeze_imported_objects, import_keras
 
-        from ablation.device import freeze_imported_objects
+        keras = import_keras()  # as run_sweep.py's jobs do
         from ablation.job import run_job
     freeze_imported_objects()  # as run_sweep.py does
 

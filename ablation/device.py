@@ -1,8 +1,10 @@
 """Accelerator settings that must be made before the backend touches the device."""
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sys
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,7 @@ def configure(gpu: Mapping) -> None:
     share = bool(gpu.get("share_memory", False))
     if share:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    import keras
+    keras = import_keras()
 
     if keras.backend.backend() == "jax" and gpu.get("compilation_cache"):
         _use_compilation_cache(os.path.expanduser(str(gpu["compilation_cache"])))
@@ -37,6 +39,50 @@ def configure(gpu: Mapping) -> None:
                 tf.config.experimental.set_memory_growth(device, True)
             except RuntimeError:  # already initialised by an earlier job: nothing to do
                 pass
+
+
+def import_keras():
+    """Import Keras and its backend (the first time: seconds); returns ``keras``.
+
+    On the TensorFlow backend, JAX is hidden while TensorFlow loads: its
+    ``tf.lite`` imports JAX, when it is installed, for a converter no job
+    calls, which cost every job process ~0.5 s of its start and ~70 MB (see
+    BENCHMARKS.md). Hidden only during this import, so ``import jax`` works
+    afterwards; never when Keras, or JAX, is loaded already or Keras is set
+    to load another backend.
+    """
+    if "keras" in sys.modules or "jax" in sys.modules or not _keras_will_load_tensorflow():
+        import keras
+
+        return keras
+    sys.modules["jax"] = None  # `from jax import ...` raises ImportError, as if absent
+    try:
+        import keras
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
+    return keras
+
+
+def _keras_will_load_tensorflow() -> bool:
+    """Whether ``import keras`` loads TensorFlow, read as Keras reads it
+    (``KERAS_BACKEND``, else ``backend`` in its ``keras.json``, else
+    TensorFlow); an unreadable ``keras.json`` counts as no."""
+    backend = os.environ.get("KERAS_BACKEND")
+    if backend is None:
+        home = os.environ.get("KERAS_HOME")
+        if home is None:
+            base = os.path.expanduser("~")
+            home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+        path = os.path.expanduser(os.path.join(home, "keras.json"))
+        backend = "tensorflow"
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    backend = json.load(f).get("backend", "tensorflow")
+            except (OSError, ValueError, AttributeError):
+                return False
+    return backend == "tensorflow"
 
 
 def _use_compilation_cache(folder: str) -> None:

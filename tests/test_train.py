@@ -1,5 +1,6 @@
 """One training job: records, determinism, failure isolation, backends, real data."""
 import json
+import os
 import subprocess
 import sys
 
@@ -266,3 +267,40 @@ def test_an_unusable_compilation_cache_folder_is_said_and_skipped(tmp_path, capl
     blocker.write_text("")
     _use_compilation_cache(str(blocker / "cache"))
     assert "cannot be used" in caplog.text and "compiling every time" in caplog.text
+
+
+HIDDEN_JAX = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from ablation.device import import_keras
+keras = import_keras()
+print(keras.backend.backend(), "jax" in sys.modules)
+import jax  # importable again afterwards
+print(jax.numpy.zeros(2).shape)
+"""
+
+
+@pytest.mark.parametrize("backend, keras_json, loaded, jax_loaded", [
+    (None, None, "tensorflow", False),          # the default: TensorFlow, JAX hidden
+    (None, '{"backend": "jax"}', "jax", True),  # keras.json asks for JAX
+    (None, "{not json", "tensorflow", True),    # unreadable: unsure, nothing hidden
+    ("jax", None, "jax", True),                 # KERAS_BACKEND asks for JAX
+])
+def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded,
+                                                   jax_loaded):
+    """TensorFlow's tf.lite imports JAX for a converter no job uses (~0.5 s and
+    ~100 MB per process): hidden while Keras loads TensorFlow, never when Keras
+    is set to load JAX, and importable afterwards in every case."""
+    pytest.importorskip("jax")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    if keras_json:
+        (tmp_path / "keras.json").write_text(keras_json)
+    if loaded == "tensorflow":
+        pytest.importorskip("tensorflow")
+    result = subprocess.run([sys.executable, "-c", HIDDEN_JAX, str(ROOT)], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [loaded, str(jax_loaded), "(2,)"]
