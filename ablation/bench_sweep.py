@@ -5,9 +5,12 @@
 
 ``sweep``: a whole multirun (``run_sweep.py -m``, the 4-job smoke sweep by
 default) in a fresh process; its overhead is the wall time minus the jobs'
-training seconds (their records' ``train_seconds``). With ``--against`` (the
-root of another checkout, e.g. ``git worktree add /tmp/old <commit>``) the
-two alternate and the ratio of the medians is reported.
+training time, read two ways: the records' ``train_seconds``, and the time
+spent inside ``keras.Model.fit``, timed from outside the same way for any
+checkout (records of different versions may start their clock at different
+points of ``fit``). With ``--against`` (the root of another checkout, e.g.
+``git worktree add /tmp/old <commit>``) the two alternate and the ratios of
+the medians are reported.
 
 ``jobs``: N jobs one after another in this process, as the basic launcher
 runs them: each job's fixed cost and the resident memory after it.
@@ -83,10 +86,50 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
 DEFAULT_SWEEP = ["spt=true,false", "lsa=true,false", "experiment=smoke", "trainer.verbose=0"]
 
 
+# Runs a checkout's run_sweep.py as `python run_sweep.py` would, and adds up
+# the seconds spent inside keras.Model.fit (patched when Keras is first
+# imported, whenever the checkout imports it) into the file argv[1] names.
+FIT_TIMER = r"""
+import atexit, importlib.abc, runpy, sys, time
+out, fit_seconds = sys.argv[1], [0.0]
+
+def timed(fit):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fit(*args, **kwargs)
+        finally:
+            fit_seconds[0] += time.perf_counter() - start
+    return wrapper
+
+class PatchKerasFit(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "keras":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        run_module = spec.loader.exec_module
+        def exec_module(module):
+            run_module(module)
+            module.Model.fit = timed(module.Model.fit)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, PatchKerasFit())
+atexit.register(lambda: open(out, "w").write(repr(fit_seconds[0])))
+sys.argv = sys.argv[2:]
+runpy.run_path("run_sweep.py", run_name="__main__")
+"""
+
+
 def _time_sweep(root: Path, overrides: list[str]) -> dict:
     """One multirun of ``root``'s ``run_sweep.py`` into a fresh results folder."""
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "run_sweep.py", "-m", *overrides, f"results_dir={tmp}"]
+        fit_file = Path(tmp) / "fit_seconds"
+        results = Path(tmp) / "results"
+        command = [sys.executable, "-c", FIT_TIMER, str(fit_file),
+                   "run_sweep.py", "-m", *overrides, f"results_dir={results}"]
         start = time.perf_counter()
         done = subprocess.run(command, cwd=root, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -96,9 +139,11 @@ def _time_sweep(root: Path, overrides: list[str]) -> dict:
                 raise SystemExit(f"bench sweep: {lines[-1]}")
             raise SystemExit(f"bench sweep: {root}: exit {done.returncode}\n"
                              + "\n".join(lines)[-2000:])
-        records = [read_record(p) for p in find_records(tmp)]
+        records = [read_record(p) for p in find_records(results)]
         train = sum(r.get("train_seconds") or 0.0 for r in records)
-    return {"wall_s": wall, "train_s": train, "overhead_s": wall - train, "jobs": len(records)}
+        fit = float(fit_file.read_text())
+    return {"wall_s": wall, "train_s": train, "overhead_s": wall - train, "fit_s": fit,
+            "overhead_fit_s": wall - fit, "jobs": len(records)}
 
 
 def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
@@ -110,15 +155,15 @@ def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
         sides["baseline"] = Path(against).resolve()
     runs, med = alternate(
         list(sides), rounds, lambda side: _time_sweep(sides[side], overrides),
-        lambda res: (f"wall {res['wall_s']:6.1f} s, training {res['train_s']:6.1f} s, "
-                     f"overhead {res['overhead_s']:5.1f} s ({res['jobs']} jobs)"))
+        lambda res: (f"wall {res['wall_s']:6.1f} s, training {res['train_s']:6.1f} s "
+                     f"(in fit {res['fit_s']:6.1f} s), overhead {res['overhead_s']:5.1f} s "
+                     f"(wall - fit {res['overhead_fit_s']:5.1f} s) ({res['jobs']} jobs)"))
+    keys = ("wall_s", "train_s", "overhead_s", "fit_s", "overhead_fit_s")
     out = {"overrides": overrides, "rounds": rounds, "jobs": runs["project"][0]["jobs"],
-           "wall_s": med("project", "wall_s"), "train_s": med("project", "train_s"),
-           "overhead_s": med("project", "overhead_s")}
+           **{key: med("project", key) for key in keys}}
     if against:
         out.update(baseline=str(sides["baseline"]),
-                   baseline_wall_s=med("baseline", "wall_s"),
-                   baseline_train_s=med("baseline", "train_s"),
-                   baseline_overhead_s=med("baseline", "overhead_s"))
+                   **{f"baseline_{key}": med("baseline", key) for key in keys})
         out["overhead_ratio"] = out["overhead_s"] / out["baseline_overhead_s"]
+        out["overhead_fit_ratio"] = out["overhead_fit_s"] / out["baseline_overhead_fit_s"]
     print(json.dumps(out))

@@ -26,6 +26,10 @@ from pathlib import Path
 import keras
 import numpy as np
 
+# registers the classes a saved model names (its layers, its optimizer's
+# schedule), so that load_model finds them whoever imported this module
+import ablation.model  # noqa: F401
+import ablation.schedules  # noqa: F401
 from ablation.callbacks import EpochMetrics
 from ablation.records import STATE_FILE, atomic_write, read_state, unique_tmp
 

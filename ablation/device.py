@@ -46,10 +46,11 @@ def import_keras():
 
     On the TensorFlow backend, JAX is hidden while TensorFlow loads: its
     ``tf.lite`` imports JAX, when it is installed, for a converter no job
-    calls, which cost every job process ~0.5 s of its start and ~70 MB (see
+    calls, which cost every job process ~0.5 s of its start and ~100 MB (see
     BENCHMARKS.md). Hidden only during this import, so ``import jax`` works
     afterwards; never when Keras, or JAX, is loaded already or Keras is set
-    to load another backend.
+    to load another backend. What it costs: in that process TFLite's
+    ``experimental_from_jax`` converter is unavailable.
     """
     if "keras" in sys.modules or "jax" in sys.modules or not _keras_will_load_tensorflow():
         import keras
@@ -68,7 +69,7 @@ def _keras_will_load_tensorflow() -> bool:
     """Whether ``import keras`` loads TensorFlow, read as Keras reads it
     (``KERAS_BACKEND``, else ``backend`` in its ``keras.json``, else
     TensorFlow); an unreadable ``keras.json`` counts as no."""
-    backend = os.environ.get("KERAS_BACKEND")
+    backend = os.environ.get("KERAS_BACKEND") or None  # Keras ignores an empty one
     if backend is None:
         home = os.environ.get("KERAS_HOME")
         if home is None:

@@ -3,10 +3,10 @@
 Keras's ``CosineDecay`` with a warm-up picks the phase with ``ops.cond``. The
 optimizer evaluates the schedule once for the update and once more per
 variable for AdamW's weight decay, so TensorFlow traced a conditional, two
-sub-graphs each, for every variable of the model: about 2 s of every smoke
-job's first epoch (issue 9's sweep measurements). :class:`WarmupCosineDecay`
+sub-graphs each, for every variable of the model. :class:`WarmupCosineDecay`
 computes both phases (a dozen scalar operations) and selects one with
-``ops.where``: the same numbers, a tenth of the tracing.
+``ops.where``: the same numbers, and a smoke job ~1 s (9 %) faster
+(BENCHMARKS.md, "The sweep as a whole").
 """
 from __future__ import annotations
 
@@ -23,14 +23,18 @@ class WarmupCosineDecay(keras.optimizers.schedules.CosineDecay):
     The same arguments, configuration and values as Keras's schedule (a test
     ties them step by step): from ``initial_learning_rate`` linearly up to
     ``warmup_target`` over ``warmup_steps``, then a cosine from there down
-    to ``alpha * warmup_target`` over ``decay_steps``, held after that.
+    to ``alpha * warmup_target`` over ``decay_steps``, held after that. The
+    values are bit-identical on TensorFlow and inside a compiled step; JAX
+    running it op by op (outside ``jit``, as for the logged learning rate)
+    may round a few of them differently, by an ulp or two.
     """
 
     def __init__(self, initial_learning_rate, decay_steps, warmup_target, warmup_steps,
                  alpha=0.0, name="WarmupCosineDecay"):
-        if not warmup_steps > 0:
-            raise ValueError(f"warmup_steps must be > 0 (else use CosineDecay), "
-                             f"got {warmup_steps!r}")
+        if warmup_target is None or not warmup_steps > 0:
+            raise ValueError(f"WarmupCosineDecay needs a warmup_target and warmup_steps > 0 "
+                             f"(else use CosineDecay), got {warmup_target!r} and "
+                             f"{warmup_steps!r}")
         super().__init__(initial_learning_rate, decay_steps, alpha=alpha, name=name,
                          warmup_target=warmup_target, warmup_steps=warmup_steps)
 

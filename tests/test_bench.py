@@ -14,6 +14,9 @@ def test_bench_sweep_times_a_real_multirun(capsys):
     assert out["jobs"] == 1  # read back from the job's run.json
     assert 0 < out["train_s"] < out["wall_s"]
     assert out["overhead_s"] == pytest.approx(out["wall_s"] - out["train_s"])
+    # fit timed from outside: all of the record's training seconds, and its own set-up
+    assert out["train_s"] <= out["fit_s"] < out["wall_s"]
+    assert out["overhead_fit_s"] == pytest.approx(out["wall_s"] - out["fit_s"])
     assert "overhead_ratio" not in out  # no --against, no ratio
 
 

@@ -238,11 +238,16 @@ def test_branch_free_schedule_is_keras_cosine_decay(initial, target, warmup, dec
                              warmup_steps=warmup, alpha=alpha)
     values = lambda s: np.array([float(keras.ops.convert_to_numpy(s(np.int64(step))))  # noqa: E731
                                  for step in range(warmup + decay + 3)])
-    np.testing.assert_array_equal(values(ours), values(keras_schedule))
+    if keras.backend.backend() == "tensorflow":
+        np.testing.assert_array_equal(values(ours), values(keras_schedule))
+    else:  # JAX op by op rounds a few values an ulp or two apart (equal under jit)
+        np.testing.assert_allclose(values(ours), values(keras_schedule), rtol=1e-6)
     loaded = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(ours))
     assert type(loaded) is WarmupCosineDecay and loaded.get_config() == ours.get_config()
-    with pytest.raises(ValueError, match="warmup_steps"):
+    with pytest.raises(ValueError, match="warmup_steps > 0"):
         WarmupCosineDecay(0.0, decay_steps=5, warmup_target=1e-3, warmup_steps=0)
+    with pytest.raises(ValueError, match="needs a warmup_target"):
+        WarmupCosineDecay(0.0, decay_steps=5, warmup_target=None, warmup_steps=3)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="inspects a TensorFlow graph")

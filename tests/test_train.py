@@ -282,6 +282,8 @@ print(jax.numpy.zeros(2).shape)
 
 @pytest.mark.parametrize("backend, keras_json, loaded, jax_loaded", [
     (None, None, "tensorflow", False),          # the default: TensorFlow, JAX hidden
+    ("tensorflow", None, "tensorflow", False),  # asked for by name
+    ("", None, "tensorflow", False),            # an empty KERAS_BACKEND: Keras ignores it
     (None, '{"backend": "jax"}', "jax", True),  # keras.json asks for JAX
     (None, "{not json", "tensorflow", True),    # unreadable: unsure, nothing hidden
     ("jax", None, "jax", True),                 # KERAS_BACKEND asks for JAX
@@ -294,7 +296,7 @@ def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json
     pytest.importorskip("jax")
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env["KERAS_HOME"] = str(tmp_path)
-    if backend:
+    if backend is not None:
         env["KERAS_BACKEND"] = backend
     if keras_json:
         (tmp_path / "keras.json").write_text(keras_json)
