@@ -29,7 +29,8 @@ from ablation.device import configure as configure_device  # noqa: E402
 from ablation.device import freeze_imported_objects  # noqa: E402
 from ablation.hydra_callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.outputs import remove_all_created, remove_created  # noqa: E402
-from ablation.preflight import check_composes, check_group_options, redact_argv  # noqa: E402
+from ablation.preflight import (check_backend, check_composes,  # noqa: E402
+                                check_group_options, redact_argv)
 from ablation.records import RECORD_FILENAME  # noqa: E402
 from ablation.tracking import import_early  # noqa: E402
 
@@ -110,6 +111,7 @@ if __name__ == "__main__":
     try:
         check_group_options(sys.argv[1:], CONF_DIR)
         check_composes(sys.argv[1:], CONF_DIR)
+        check_backend()
         main()
     except ConfigError as e:
         print_refusal(e)

@@ -65,25 +65,42 @@ def import_keras():
     return keras
 
 
-def _keras_will_load_tensorflow() -> bool:
-    """Whether ``import keras`` loads TensorFlow, read as Keras reads it
-    (``KERAS_BACKEND``, else ``backend`` in its ``keras.json``, else
-    TensorFlow); an unreadable ``keras.json`` counts as no."""
+# The backends Keras 3 can load, and the module each needs.
+KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch",
+                  "numpy": "numpy", "openvino": "openvino"}
+
+
+def keras_backend_setting() -> tuple[str | None, str]:
+    """The backend ``import keras`` will load and where that comes from, read
+    as Keras reads it without importing it: a non-empty ``KERAS_BACKEND``,
+    else ``backend`` in its ``keras.json``, else TensorFlow (a ``keras.json``
+    that is not JSON counts as empty, as in Keras). The name is None when
+    Keras cannot read its ``keras.json`` (an unreadable file, JSON that is
+    not an object): it then fails to import."""
     backend = os.environ.get("KERAS_BACKEND") or None  # Keras ignores an empty one
-    if backend is None:
-        home = os.environ.get("KERAS_HOME")
-        if home is None:
-            base = os.path.expanduser("~")
-            home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
-        path = os.path.expanduser(os.path.join(home, "keras.json"))
-        backend = "tensorflow"
-        if os.path.exists(path):
-            try:
-                with open(path) as f:
-                    backend = json.load(f).get("backend", "tensorflow")
-            except (OSError, ValueError, AttributeError):
-                return False
-    return backend == "tensorflow"
+    if backend is not None:
+        return backend, "KERAS_BACKEND"
+    home = os.environ.get("KERAS_HOME")
+    if home is None:
+        base = os.path.expanduser("~")
+        home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+    path = os.path.expanduser(os.path.join(home, "keras.json"))
+    if not os.path.exists(path):
+        return "tensorflow", "Keras's default"
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except ValueError:
+        return "tensorflow", "Keras's default"
+    except OSError:
+        return None, path
+    if not isinstance(config, dict):
+        return None, path
+    return config.get("backend", "tensorflow"), path
+
+
+def _keras_will_load_tensorflow() -> bool:
+    return keras_backend_setting()[0] == "tensorflow"
 
 
 def _use_compilation_cache(folder: str) -> None:

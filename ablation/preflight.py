@@ -23,11 +23,38 @@ Two things cannot wait for Hydra:
 """
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 from ablation.config import ConfigError, redact_argv
 
-__all__ = ["check_composes", "check_group_options", "explain", "redact_argv"]
+__all__ = ["check_backend", "check_composes", "check_group_options", "explain", "redact_argv"]
+
+
+def check_backend() -> None:
+    """Refuse, in one line, a Keras backend that cannot load, before anything is
+    written: Keras itself fails at the first job, in a traceback, after Hydra
+    has made the job's folder (``KERAS_BACKEND=tensorflw``, a backend not
+    installed, a ``keras.json`` that is not a JSON object)."""
+    from ablation.device import KERAS_BACKENDS, keras_backend_setting
+
+    if "keras" in sys.modules:  # loaded already: whatever it picked works
+        return
+    name, source = keras_backend_setting()
+    if name is None:
+        raise ConfigError(f"Keras cannot read its settings file {source} (it must hold a "
+                          f"JSON object, e.g. {{\"backend\": \"tensorflow\"}}): fix or remove it")
+    where = {"KERAS_BACKEND": f"KERAS_BACKEND={name}",
+             "Keras's default": f"Keras's default backend, {name},"}.get(
+                 source, f"backend {name!r} in {source}")
+    if name not in KERAS_BACKENDS:
+        raise ConfigError(f"{where} is not a Keras backend: use one of "
+                          f"{', '.join(KERAS_BACKENDS)}")
+    module = KERAS_BACKENDS[name]
+    if importlib.util.find_spec(module) is None:
+        hint = ' (pip install -e ".[jax]")' if name == "jax" else ""
+        raise ConfigError(f"{where}, but {module} is not installed{hint}")
 
 
 def flat_keys(node, prefix: str = "") -> list[str]:

@@ -20,8 +20,8 @@ from keras import ops
 class WarmupCosineDecay(keras.optimizers.schedules.CosineDecay):
     """``keras.optimizers.schedules.CosineDecay`` with ``warmup_steps > 0``, branch-free.
 
-    The same arguments, configuration and values as Keras's schedule (a test
-    ties them step by step): from ``initial_learning_rate`` linearly up to
+    The same keyword arguments, configuration and values as Keras's schedule
+    (a test ties them step by step): from ``initial_learning_rate`` linearly up to
     ``warmup_target`` over ``warmup_steps``, then a cosine from there down
     to ``alpha * warmup_target`` over ``decay_steps``, held after that. The
     values are bit-identical on TensorFlow and inside a compiled step; JAX

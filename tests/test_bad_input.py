@@ -125,3 +125,28 @@ def test_truncated_cifar_archive(tmp_path, multirun):
                      f"results_dir={out}", "dataset=cifar10", f"dataset.path={archive}")
     assert_refused(result, "is not a readable cifar-10-batches-py archive", tmp_path, before)
     assert "re-download it or point dataset.path at a good copy" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("env, keras_json, message", [
+    ({"KERAS_BACKEND": "tensorflw"}, None,
+     "KERAS_BACKEND=tensorflw is not a Keras backend: use one of tensorflow, jax, torch"),
+    ({"KERAS_BACKEND": "torch"}, None, "KERAS_BACKEND=torch, but torch is not installed"),
+    ({}, '["jax"]', "Keras cannot read its settings file"),
+    ({}, '{"backend": "TensorFlow"}', "backend 'TensorFlow' in "),
+], ids=["misspelt", "not installed", "keras.json not an object", "keras.json, wrong case"])
+def test_a_backend_keras_cannot_load_is_refused_before_anything_is_written(
+        tmp_path, env, keras_json, message):
+    """Keras itself would fail at the first job, in a traceback, after Hydra
+    made the job's folder."""
+    import importlib.util
+
+    if env.get("KERAS_BACKEND") == "torch" and importlib.util.find_spec("torch"):
+        pytest.skip("torch is installed here")
+    home = tmp_path / "keras_home"
+    home.mkdir()
+    if keras_json:
+        (home / "keras.json").write_text(keras_json)
+    before = listing(tmp_path)
+    result = run_cli("experiment=smoke", f"results_dir={tmp_path}/results",
+                     env={"KERAS_HOME": str(home), **env})
+    assert_refused(result, message, tmp_path, before)

@@ -285,7 +285,7 @@ print(jax.numpy.zeros(2).shape)
     ("tensorflow", None, "tensorflow", False),  # asked for by name
     ("", None, "tensorflow", False),            # an empty KERAS_BACKEND: Keras ignores it
     (None, '{"backend": "jax"}', "jax", True),  # keras.json asks for JAX
-    (None, "{not json", "tensorflow", True),    # unreadable: unsure, nothing hidden
+    (None, "{not json", "tensorflow", False),   # not JSON: Keras's default, as Keras reads it
     ("jax", None, "jax", True),                 # KERAS_BACKEND asks for JAX
 ])
 def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded,
