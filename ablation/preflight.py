@@ -48,7 +48,7 @@ def check_backend() -> None:
     where = {"KERAS_BACKEND": f"KERAS_BACKEND={name}",
              "Keras's default": f"Keras's default backend, {name},"}.get(
                  source, f"backend {name!r} in {source}")
-    if name not in KERAS_BACKENDS:
+    if not isinstance(name, str) or name not in KERAS_BACKENDS:
         raise ConfigError(f"{where} is not a Keras backend: use one of "
                           f"{', '.join(KERAS_BACKENDS)}")
     module = KERAS_BACKENDS[name]

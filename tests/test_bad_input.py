@@ -133,7 +133,9 @@ def test_truncated_cifar_archive(tmp_path, multirun):
     ({"KERAS_BACKEND": "torch"}, None, "KERAS_BACKEND=torch, but torch is not installed"),
     ({}, '["jax"]', "Keras cannot read its settings file"),
     ({}, '{"backend": "TensorFlow"}', "backend 'TensorFlow' in "),
-], ids=["misspelt", "not installed", "keras.json not an object", "keras.json, wrong case"])
+    ({}, '{"backend": ["jax"]}', "backend ['jax'] in "),
+], ids=["misspelt", "not installed", "keras.json not an object", "keras.json, wrong case",
+        "keras.json, not a name"])
 def test_a_backend_keras_cannot_load_is_refused_before_anything_is_written(
         tmp_path, env, keras_json, message):
     """Keras itself would fail at the first job, in a traceback, after Hydra
