@@ -52,7 +52,8 @@ def import_keras():
     to load another backend. What it costs: in that process TFLite's
     ``experimental_from_jax`` converter is unavailable.
     """
-    if "keras" in sys.modules or "jax" in sys.modules or not _keras_will_load_tensorflow():
+    if ("keras" in sys.modules or "jax" in sys.modules
+            or keras_backend_setting()[0] != "tensorflow"):
         import keras
 
         return keras
@@ -65,9 +66,8 @@ def import_keras():
     return keras
 
 
-# The backends Keras 3 can load, and the module each needs.
-KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch",
-                  "numpy": "numpy", "openvino": "openvino"}
+# The backends Keras 3 can load; each needs the module of the same name.
+KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
 
 
 def keras_backend_setting() -> tuple[str | None, str]:
@@ -97,10 +97,6 @@ def keras_backend_setting() -> tuple[str | None, str]:
     if not isinstance(config, dict):
         return None, path
     return config.get("backend", "tensorflow"), path
-
-
-def _keras_will_load_tensorflow() -> bool:
-    return keras_backend_setting()[0] == "tensorflow"
 
 
 def _use_compilation_cache(folder: str) -> None:

@@ -51,10 +51,9 @@ def check_backend() -> None:
     if not isinstance(name, str) or name not in KERAS_BACKENDS:
         raise ConfigError(f"{where} is not a Keras backend: use one of "
                           f"{', '.join(KERAS_BACKENDS)}")
-    module = KERAS_BACKENDS[name]
-    if importlib.util.find_spec(module) is None:
+    if importlib.util.find_spec(name) is None:
         hint = ' (pip install -e ".[jax]")' if name == "jax" else ""
-        raise ConfigError(f"{where}, but {module} is not installed{hint}")
+        raise ConfigError(f"{where}, but {name} is not installed{hint}")
 
 
 def flat_keys(node, prefix: str = "") -> list[str]:
