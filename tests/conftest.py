@@ -21,13 +21,9 @@ FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 def compose(*overrides: str):
     """The config ``run_sweep.py`` would see for these command-line overrides."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from ablation.config import compose as compose_config
 
-    from ablation.config import register_resolvers
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 def cli_env(extra: dict | None = None) -> dict:

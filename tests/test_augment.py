@@ -3,8 +3,8 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.affine import AffineAugmentation
-from ablation.model import build_augmentation
+from ablation.augment.affine import AffineAugmentation
+from ablation.augment import build_augmentation
 
 
 def images(n=64, size=16, seed=0):

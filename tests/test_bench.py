@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from ablation.bench import main as bench_main
-from ablation.bench_sweep import bench_sweep
+from ablation.bench.__main__ import main as bench_main
+from ablation.bench.sweep import bench_sweep
 
 
 def test_bench_sweep_times_a_real_multirun(capsys):

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from ablation import outcomes
-from ablation.hydra_callbacks import this_sweeps_jobs
+from ablation.sweep import outcomes
+from ablation.sweep.callbacks import this_sweeps_jobs
 from conftest import ROOT, run_cli, smoke_overrides
 
 # Holds a job folder's lock, as a running job does, until its stdin closes.
-HOLD = ("import sys; from ablation.lock import job_lock\n"
+HOLD = ("import sys; from ablation.runs.lock import job_lock\n"
         "with job_lock(sys.argv[1]):\n"
         "    print('held', flush=True); sys.stdin.read()\n")
 
@@ -86,7 +86,7 @@ def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
 
 
 def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
-    from ablation.lock import JobBusy, job_lock
+    from ablation.runs.lock import JobBusy, job_lock
 
     with job_lock(tmp_path) as me:
         with pytest.raises(JobBusy) as busy:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ablation.data import DataError, load_dataset, read_cifar, read_idx_folder
+from ablation.data import DataError, load_dataset
+from ablation.data.formats import read_cifar, read_idx_folder
 from conftest import FASHION_MNIST, compose, run_cli
 
 

@@ -6,7 +6,7 @@ exactly what the basic launcher trains in-process.
 """
 import pytest
 
-from ablation.records import find_records, read_record
+from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline", "trainer.epochs=1"]

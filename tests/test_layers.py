@@ -5,9 +5,10 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.attention import MultiHeadSelfAttention
-from ablation.layers import SHIFTS, AdaptedNormalization, PatchTokenizer
-from ablation.regularization import FastDropout
+from ablation.model.attention import MultiHeadSelfAttention
+from ablation.augment.normalization import AdaptedNormalization
+from ablation.model.tokenizer import SHIFTS, PatchTokenizer
+from ablation.model.regularization import FastDropout
 
 
 def shifted_by_hand(image, dy, dx):

@@ -4,10 +4,10 @@ import keras
 import numpy as np
 import pytest
 
-from ablation.layers import TransformerBlock
-from ablation.regularization import DropPath
-from ablation.pipeline import Mixer, TrainingBatches, one_hot, training_batches
-from ablation.train import compile_model, learning_rate_schedule
+from ablation.model.layers import TransformerBlock
+from ablation.model.regularization import DropPath
+from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batches
+from ablation.train.fit import compile_model, learning_rate_schedule
 from conftest import compose
 
 
@@ -155,7 +155,7 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
 
 
 def test_random_layers_draw_from_their_own_seeds_and_the_crop_is_official():
-    from ablation.model import build_augmentation
+    from ablation.augment import build_augmentation
 
     x = np.zeros((2, 32, 32, 3), np.float32)
     aug = build_augmentation(72, x, implementation="keras_layers", rotation=0.02, zoom=0.2,
@@ -177,7 +177,7 @@ def test_random_layers_draw_from_their_own_seeds_and_the_crop_is_official():
 
 
 def test_paper_augmentation_runs_in_training_only():
-    from ablation.model import build_augmentation
+    from ablation.augment import build_augmentation
 
     x = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype(np.float32)
     recipe = dict(crop_padding=4, policy="autoaugment", random_erasing=0.25,
@@ -212,7 +212,7 @@ def test_mixed_batches_depend_only_on_seed_epoch_and_index():
 
 def test_tiny_imagenet_preset_has_the_official_trainable_parameter_counts():
     from ablation.model import build_model
-    from ablation.train import trainable_count
+    from ablation.train.fit import trainable_count
 
     # official Tiny-ImageNet models (the paper's "2.8M / 2.9M"): ViT and SL-ViT
     for switches, expected in (("spt=false", "lsa=false"), 2_756_744), \
@@ -230,7 +230,7 @@ def test_tiny_imagenet_preset_has_the_official_trainable_parameter_counts():
 def test_branch_free_schedule_is_keras_cosine_decay(initial, target, warmup, decay, alpha):
     """WarmupCosineDecay gives Keras's CosineDecay values exactly, step by step,
     past the end too, and saves and loads as itself."""
-    from ablation.schedules import WarmupCosineDecay
+    from ablation.train.schedules import WarmupCosineDecay
 
     keras_schedule = keras.optimizers.schedules.CosineDecay(
         initial, decay_steps=decay, warmup_target=target, warmup_steps=warmup, alpha=alpha)

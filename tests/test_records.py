@@ -11,7 +11,7 @@ import stat
 import pandas as pd
 import pytest
 
-from ablation.records import RecordError, read_record, write_record
+from ablation.runs.record import RecordError, read_record, write_record
 from ablation.report import comparison, load_runs
 from conftest import compose
 from test_report import TOP1, record

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablation.records import write_record
+from ablation.runs.record import write_record
 from ablation.report import ReportError, comparison, factorial, load_runs, write_report
 from conftest import ROOT
 

@@ -70,7 +70,7 @@ def test_every_output_gets_the_umask_mode(tmp_path, umask_027):
 def test_checkpoint_files_get_the_umask_mode(tmp_path, umask_027):
     import keras
 
-    from ablation.checkpoint import EpochCheckpoint
+    from ablation.train.checkpoint import EpochCheckpoint
 
     class Metrics:
         def state(self):
@@ -139,7 +139,7 @@ def test_reports_of_one_folder_wait_for_each_other(tmp_path):
     import threading
     import time
 
-    from ablation.lock import REPORT_LOCK_FILE, job_lock
+    from ablation.runs.lock import REPORT_LOCK_FILE, job_lock
     from ablation.report import ReportError
 
     for spt, lsa in ((False, False), (True, True)):
@@ -167,7 +167,7 @@ def test_reports_of_one_folder_wait_for_each_other(tmp_path):
 
 
 def test_the_lock_holder_puts_back_the_hydra_files_a_skipper_overwrote(tmp_path):
-    from ablation.job import keep_hydra_files
+    from ablation.job.lifecycle import keep_hydra_files
 
     hydra = tmp_path / ".hydra"
     hydra.mkdir()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ablation.records import find_records, read_record
+from ablation.runs.record import find_records, read_record
 from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
@@ -116,11 +116,11 @@ def test_checkpoint_restores_weights_optimizer_and_random_states(tmp_path):
     import numpy as np
     from omegaconf import OmegaConf
 
-    from ablation.callbacks import EpochMetrics
-    from ablation.checkpoint import EpochCheckpoint, load_checkpoint, seed_states
+    from ablation.train.epoch_metrics import EpochMetrics
+    from ablation.train.checkpoint import EpochCheckpoint, load_checkpoint, seed_states
     from ablation.data import load_dataset
     from ablation.model import build_model
-    from ablation.train import compile_model
+    from ablation.train.fit import compile_model
     from conftest import compose
 
     cfg = OmegaConf.to_container(compose("experiment=smoke", "augmentation=keras_io",

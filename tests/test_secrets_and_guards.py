@@ -10,12 +10,15 @@ import os
 
 import pytest
 
-from ablation.config import (ConfigError, check_folder_name, folder_suffix, redact, scrub_text,
-                             split_overrides)
-from ablation.data import DataError, _download, read_cifar
-from ablation.native_log import quiet_native_stderr
-from ablation.outputs import note_missing, remove_all_created, remove_created
-from ablation.preflight import check_group_options, redact_argv
+from ablation.config import ConfigError, check_folder_name, folder_suffix, redact, scrub_text
+from ablation.config.folders import split_overrides
+from ablation.data import DataError
+from ablation.data.datasets import _download
+from ablation.data.formats import read_cifar
+from ablation.runtime.native_log import quiet_native_stderr
+from ablation.sweep.cleanup import note_missing, remove_all_created, remove_created
+from ablation.config import redact_argv
+from ablation.config.compose import check_group_options
 from conftest import ROOT, run_cli
 
 # Each value has two tokens; each must vanish, not only the first.
@@ -218,7 +221,7 @@ def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
     import numpy as np
     from PIL import Image
 
-    from ablation.data import load_image_folder
+    from ablation.data.datasets import load_image_folder
 
     for cls in ("a", "b"):
         (tmp_path / cls).mkdir()
@@ -236,10 +239,8 @@ def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
 
 def test_data_locations_never_name_job_folders():
     """A path given on the command line holds '/', which no folder name may."""
-    from hydra import compose, initialize_config_dir
+    from ablation.config import compose
 
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", ["dataset=fashion_mnist", "dataset.search_paths=[/a/b,/c]",
-                                 "dataset.path=/x/y", "trainer.epochs=2"],
-                      return_hydra_config=True)
-    assert cfg.hydra.job.override_dirname == "dataset=fashion_mnist,trainer.epochs=2"
+    cfg = compose(["dataset=fashion_mnist", "dataset.search_paths=[/a/b,/c]",
+                   "dataset.path=/x/y", "trainer.epochs=2"], hydra_config=True)
+    assert folder_suffix(cfg.hydra.job.override_dirname) == "_dataset=fashion_mnist,trainer.epochs=2"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ablation.records import find_records, read_record
+from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
 VARIANTS = {

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from ablation.records import read_record
+from ablation.runs.record import read_record
 from ablation.job import run_job
-from ablation.train import TrainingDiverged
+from ablation.train.fit import TrainingDiverged
 from conftest import FASHION_MNIST, ROOT, compose, wandb_inspect
 
 
@@ -145,7 +145,7 @@ def test_finished_jobs_graphs_are_released():
     if keras.backend.backend() != "tensorflow":
         pytest.skip("a TensorFlow registry")
 
-    from ablation.device import custom_gradient_names, release_finished_graphs
+    from ablation.runtime.process import custom_gradient_names, release_finished_graphs
 
     def fit_once():
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
@@ -170,8 +170,8 @@ sys.path.insert(0, sys.argv[1])
 import run_sweep  # noqa: F401
 assert not {"tensorflow", "keras", "wandb"} & set(sys.modules)  # import_early comes first
 import keras  # noqa: F401  (TensorFlow's half million objects)
-from ablation.device import freeze_imported_objects
-from ablation.tracking import import_early
+from ablation.runtime.process import freeze_imported_objects
+from ablation.runs.tracking import import_early
 import_early("disabled")
 assert "wandb" not in sys.modules  # W&B off: never imported
 import_early("offline")
@@ -222,9 +222,9 @@ sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
 import numpy as np
 from omegaconf import OmegaConf
 from conftest import compose
-from ablation.device import configure
+from ablation.runtime.accelerator import configure
 from ablation.model import build_model
-from ablation.train import compile_model
+from ablation.train.fit import compile_model
 
 cfg = OmegaConf.to_container(compose("experiment=smoke", f"gpu.compilation_cache={sys.argv[2]}"),
                              resolve=True)
@@ -261,7 +261,7 @@ def test_jax_compilation_cache_serves_a_job_with_other_data(tmp_path):
 
 def test_an_unusable_compilation_cache_folder_is_said_and_skipped(tmp_path, caplog):
     """JAX alone would warn about its first failed read only, then compile every time."""
-    from ablation.device import _use_compilation_cache
+    from ablation.runtime.accelerator import _use_compilation_cache
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -272,7 +272,7 @@ def test_an_unusable_compilation_cache_folder_is_said_and_skipped(tmp_path, capl
 HIDDEN_JAX = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from ablation.device import import_keras
+from ablation.runtime.backend import import_keras
 keras = import_keras()
 print(keras.backend.backend(), "jax" in sys.modules)
 import jax  # importable again afterwards

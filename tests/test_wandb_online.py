@@ -3,7 +3,7 @@ import http.server
 import threading
 import time
 
-from ablation.records import find_records, read_record
+from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
 PLANTED_ENV = "plantedenvkey" + "0" * 27          # 40 characters, like a W&B key

@@ -5,7 +5,7 @@ import argparse
 import logging
 import sys
 
-from ablation.records import RecordError
+from ablation.runs.record import RecordError
 from ablation.report.load import ReportError
 from ablation.report.write import write_report
 

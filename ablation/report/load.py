@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from ablation.config import SWITCHES, settings
-from ablation.records import RecordError, find_records, read_record
+from ablation.runs.record import RecordError, find_records, read_record
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from ablation.report.tables import BLOCK, VARIANTS
 _TEMPERATURE = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display needed
@@ -35,7 +35,7 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
     (differences of a point or two), and a bar's length would then exaggerate
     them by the hidden part of the axis.
     """
-    plt = _pyplot()
+    plt = pyplot()
     groups = list(table.groupby(BLOCK, sort=False))
     fig, axes = _grid(plt, len(groups))
     for ax, (key, block) in zip(axes, groups):
@@ -70,14 +70,14 @@ def _done(runs: pd.DataFrame, key) -> pd.DataFrame:
     return runs[mask & (runs["status"] == "completed")]
 
 
-def _variant_label(row) -> str:
+def variant_label(row) -> str:
     return VARIANTS[(bool(row["spt"]), bool(row["lsa"]), bool(row["learnable_temperature"]))]
 
 
 def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataFrame]:
     """Per variant: epochs x columns, averaged over seeds."""
     out = {}
-    for label, group in block_runs.groupby(block_runs.apply(_variant_label, axis=1)):
+    for label, group in block_runs.groupby(block_runs.apply(variant_label, axis=1)):
         frames = [pd.DataFrame(h).set_index("epoch") for h in group["history"] if h]
         if not frames:
             continue
@@ -121,7 +121,7 @@ def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
 
 def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
     """The figure of :func:`val_curves` (open; the caller saves and closes it)."""
-    plt = _pyplot()
+    plt = pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
     fig, axes = _grid(plt, len(keys))
     for ax, key in zip(axes, keys):
@@ -156,7 +156,7 @@ def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
             panels.append((key, label, hist))
     if not panels:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = _grid(plt, len(panels), width=5, height=3.4, cols=min(len(panels), 2))
     for ax, (key, label, hist) in zip(axes, panels):
         layers = hist.T.groupby(lambda c: int(_TEMPERATURE.match(c).group(1))).mean().T

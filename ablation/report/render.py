@@ -182,7 +182,7 @@ def factorial_note(effects: pd.DataFrame) -> str:
     return FACTORIAL_NOTE + (" " + NO_INTERVAL_NOTE if one_seed else "")
 
 
-def _md_table(header, rows) -> str:
+def md_table(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -191,12 +191,12 @@ def _md_table(header, rows) -> str:
 def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
     for key, block in table.groupby(BLOCK, sort=False):
-        parts += [f"## {block_title(*key)}", "", _md_table(HEADER, display_rows(block, MARKDOWN)),
+        parts += [f"## {block_title(*key)}", "", md_table(HEADER, display_rows(block, MARKDOWN)),
                   "", caption(block), ""]
-        mine = _select(effects, key)
+        mine = select_block(effects, key)
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
-                      _md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
+                      md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
         elif not_estimable(effects, key):
             parts += [NOT_ESTIMABLE_NOTE, ""]
     if not effects.empty:
@@ -204,7 +204,7 @@ def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def _select(effects: pd.DataFrame, key) -> pd.DataFrame:
+def select_block(effects: pd.DataFrame, key) -> pd.DataFrame:
     if effects.empty:
         return effects
     mask = True
@@ -223,7 +223,7 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                 " & ".join(LATEX.escape(h) for h in HEADER) + r" \\", r"\midrule"]
         out += [" & ".join(row) + r" \\" for row in display_rows(block, LATEX)]
         out += [r"\bottomrule", r"\end{tabular}"]
-        mine = _select(effects, key)
+        mine = select_block(effects, key)
         if not mine.empty:
             out += [r"\par\medskip", r"\begin{tabular}{lcc}", r"\toprule",
                     " & ".join(LATEX.escape(h) for h in FACTORIAL_HEADER) + r" \\", r"\midrule"]
@@ -235,7 +235,7 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def _html_table(header, rows) -> str:
+def html_table(header, rows) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>{body}</tbody>\n</table>"
@@ -249,11 +249,11 @@ def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
              f"<h1>Ablation: top-1 / top-5 against the plain ViT</h1><p>{html.escape(NOTE)}</p>"]
     for key, block in table.groupby(BLOCK, sort=False):
         parts += [f"<h2>{html.escape(block_title(*key))}</h2>",
-                  _html_table(HEADER, display_rows(block, HTML)),
+                  html_table(HEADER, display_rows(block, HTML)),
                   f"<p>{html.escape(caption(block))}</p>"]
-        mine = _select(effects, key)
+        mine = select_block(effects, key)
         if not mine.empty:
-            parts.append(_html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
+            parts.append(html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
         elif not_estimable(effects, key):
             parts.append(f"<p>{html.escape(NOT_ESTIMABLE_NOTE)}</p>")
     if not effects.empty:

@@ -37,7 +37,7 @@ FACTOR_LABELS = {"spt": "SPT", "lsa": "LSA mask", "learnable_temperature": "Temp
                  "lsa+temp": "LSA (mask + temp.)"}
 
 
-def _switches(runs: pd.DataFrame) -> pd.Series:
+def switch_key(runs: pd.DataFrame) -> pd.Series:
     return pd.Series(list(zip(*(runs[k].astype(bool) for k in SWITCHES))), index=runs.index)
 
 
@@ -64,7 +64,7 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for (dataset, model, protocol, setting), block in blocks(runs):
-        keys = _switches(block)
+        keys = switch_key(block)
         done = block[block["status"] == "completed"]
         done_keys = keys[done.index]
         base = done[done_keys == BASELINE].set_index("seed")
@@ -108,7 +108,7 @@ def factorial_design(block: pd.DataFrame) -> list[str] | None:
     eight combinations completed it is 2^3.
     """
     done = block[block["status"] == "completed"]
-    present = set(_switches(done))
+    present = set(switch_key(done))
     if set(VARIANTS) <= present:
         return list(SWITCHES)
     tied = bool((done["lsa"] == done["learnable_temperature"]).all())

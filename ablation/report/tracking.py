@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import datetime
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,12 +31,12 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
         return None
     import wandb
 
-    from ablation.tracking import open_run, set_aside_offline_runs
+    from ablation.runs.files import replaced_folder
+    from ablation.runs.tracking import open_run, set_aside_offline_runs
 
     directory = Path(directory)
     run_id = report_run_id(group, directory)
-    set_aside_offline_runs(directory / "wandb", run_id, directory / ".replaced"
-                           / datetime.now().strftime("%Y%m%d-%H%M%S-%f") / "wandb")
+    set_aside_offline_runs(directory / "wandb", run_id, replaced_folder(directory) / "wandb")
     run = open_run(settings["mode"], directory,
                    project=settings.get("project") or "vit-ablation",
                    entity=settings.get("entity"), group=group, job_type="report",

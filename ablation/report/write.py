@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ablation.lock import REPORT_LOCK_FILE, JobBusy, job_lock
-from ablation.records import atomic_write, find_records
-from ablation.report import locality, plots, render
+from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
+from ablation.runs.files import atomic_write
+from ablation.runs.record import find_records
+from ablation.report import locality, locality_plots, plots, render
 from ablation.report.load import ReportError, load_runs
 from ablation.report.tables import comparison, factorial
 
@@ -53,7 +54,7 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
     One report at a time per output folder: two sweeps finishing together (or a
     sweep and a hand-made report) would otherwise interleave their files and W&B
     report folders. The report holds the folder's report lock
-    (:func:`ablation.lock.job_lock`, file ``.report.lock``), waiting up to
+    (:func:`ablation.runs.lock.job_lock`, file ``.report.lock``), waiting up to
     ``lock_wait_s`` for another report to finish and then making its own (with
     the records as they are then); after that wait, :class:`ReportError`.
     """
@@ -76,7 +77,7 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
     out.mkdir(parents=True, exist_ok=True)
     table = comparison(runs)
     effects = factorial(runs)
-    # Locality diagnostics (issue 10): empty when no run carries them.
+    # Locality diagnostics: empty when no run carries them.
     local, local_effects = locality.locality_table(runs), locality.locality_effects(runs)
     markdown = render.markdown(table, effects) + locality.markdown(local, local_effects)
     files = [
@@ -101,7 +102,7 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
         temperature = plots.temperature_curves(table, runs, out / "temperature.png")
         if temperature:
             images.append(temperature)
-        images += locality.figures(runs, out)
+        images += locality_plots.figures(runs, out)
     files += images
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")

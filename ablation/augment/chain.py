@@ -1,0 +1,63 @@
+"""The per-image augmentation chain that runs inside the model, in training only.
+
+It lives inside the model so it runs on the accelerator with the rest of the
+step, and the data can stay plain numpy.
+"""
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import layers
+
+from ablation.augment.affine import AffineAugmentation
+from ablation.augment.normalization import AdaptedNormalization
+from ablation.augment.recipe import recipe_layers
+from ablation.augment.seeding import layer_seed
+from ablation.config.validate import AUGMENTATION_IMPLEMENTATIONS
+
+
+def build_augmentation(
+    image_size: int,
+    normalization_data: np.ndarray | None,
+    horizontal_flip: bool = True,
+    rotation: float = 0.0,
+    zoom: float = 0.0,
+    seed: int | None = None,
+    implementation: str = "fused",
+    input_size: int | None = None,
+    **recipe,
+) -> keras.Sequential:
+    """Normalise, resize, then random flip/rotate/zoom (active in training only).
+
+    The normalisation statistics
+    are adapted on ``normalization_data`` (the training split).
+    ``implementation="fused"`` does resize, flip, rotation and zoom as one
+    affine resample (:class:`ablation.augment.affine.AffineAugmentation`, fast on every
+    backend); ``"keras_layers"`` chains the keras.io example's four layers.
+    ``recipe`` holds the official recipe's keys (crop, AutoAugment, erasing),
+    built by :func:`ablation.augment.recipe.recipe_layers` around the steps here;
+    ``input_size`` is the side of the images fed in (before resizing), which
+    the padded crop is relative to. Every random layer gets its own seed
+    derived from ``seed`` (:func:`ablation.augment.seeding.layer_seed`).
+    """
+    if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by ablation.config.validate
+        raise ValueError(f"augmentation.implementation must be one of "
+                         f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
+    before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
+    normalization = AdaptedNormalization(name="normalization")
+    if normalization_data is not None:
+        normalization.adapt(normalization_data)
+    if implementation == "fused":
+        resample = AffineAugmentation(image_size, horizontal_flip=horizontal_flip,
+                                      rotation=rotation, zoom=zoom,
+                                      seed=layer_seed(seed, "resample"), name="resample")
+        return keras.Sequential([*before, normalization, resample, *after], name="augmentation")
+    steps = [normalization, layers.Resizing(image_size, image_size, name="resize")]
+    if horizontal_flip:
+        steps.append(layers.RandomFlip("horizontal", seed=layer_seed(seed, "flip"), name="flip"))
+    if rotation:
+        steps.append(layers.RandomRotation(rotation, seed=layer_seed(seed, "rotation"),
+                                           name="rotation"))
+    if zoom:
+        steps.append(layers.RandomZoom(zoom, zoom, seed=layer_seed(seed, "zoom"), name="zoom"))
+    return keras.Sequential([*before, *steps, *after], name="augmentation")

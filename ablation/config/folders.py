@@ -1,0 +1,91 @@
+"""Names that become folders: safe components, and job-folder suffixes.
+
+``name``, ``sweep_id`` and ``run_name`` each become one path component, and
+the command-line overrides that are settings are appended to a job folder's
+name (``vit-s0_trainer.learning_rate=0.003``), so two settings never share a
+folder. Anything that could escape its folder or hide it is refused.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ablation.config.refusals import ConfigError
+from ablation.config.secrets import names_secret, override_key
+from ablation.config.settings import names_job_folder
+
+MAX_NAME_LENGTH = 120          # name, sweep_id, run_name
+MAX_FOLDER_NAME_LENGTH = 200   # a job folder: run_name plus the overrides that name it
+
+
+def split_overrides(text: str) -> list[str]:
+    """Hydra's ``override_dirname`` split at its commas, not at those inside
+    quotes or brackets (``a='x,y',b=[1,2]`` is two overrides)."""
+    items, current, quote, depth, escaped = [], [], None, 0, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    items.append("".join(current))
+    return [item for item in items if item]
+
+
+def folder_suffix(overrides: str) -> str:
+    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty.
+
+    Only overrides of settings name a folder (:func:`ablation.config.settings.names_job_folder`).
+    Overrides of secret-looking keys, or whose value holds one (or was
+    redacted), are left out, whole: a folder name is no place for a key
+    passed on the command line.
+    """
+    kept = [item for item in split_overrides(str(overrides or ""))
+            if names_job_folder(override_key(item)) and not names_secret(item)]
+    return "_" + ",".join(kept) if kept else ""
+
+
+def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> None:
+    """Refuse a value that is to become one path component but could escape its
+    folder or name a hidden or unusable one. ``key`` None: the job folder's name."""
+    text = str(value)
+    problem = None
+    if not text:
+        problem = "it is empty"
+    elif "/" in text or "\\" in text:
+        problem = "it contains a path separator"
+    elif text.startswith("."):
+        problem = "it starts with a dot"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in text):
+        problem = "it contains a control character"
+    elif len(text) > limit:
+        problem = f"it is {len(text)} characters long (at most {limit})"
+    if problem and key is None:
+        raise ConfigError(
+            f"the job folder name {text!r} (run_name and the command-line overrides that "
+            f"name it) cannot name a folder ({problem}): give that value without '/' or "
+            f"leading '.', or set it in a config file instead of on the command line")
+    if problem:
+        raise ConfigError(
+            f"{key}={text!r} cannot name a folder ({problem}): use a plain name such as "
+            f"name=my-sweep, no '/', no leading '.', at most {limit} characters")
+
+
+def check_folder_names(config: Mapping, job_folder: str) -> None:
+    """``name``, ``sweep_id``, ``run_name`` and the job folder's name, before
+    anything is written under them."""
+    for key in ("name", "sweep_id", "run_name"):
+        if config.get(key) is not None:
+            check_folder_name(key, config[key])
+    check_folder_name(None, job_folder, MAX_FOLDER_NAME_LENGTH)

@@ -1,0 +1,77 @@
+"""Which config keys define an experiment, and which only run it.
+
+Runs are compared, resumed and skipped by their *settings*: every config key
+except those a sweep varies on purpose (the switches, the seed) and those
+that say nothing about what is trained (paths, names, W&B, verbosity). The
+same list decides which command-line overrides name a job folder
+(:func:`names_job_folder`).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ablation.config.refusals import ConfigError
+from ablation.config.secrets import redact
+from ablation.config.switches import SWITCHES
+
+# Config keys that may differ between runs of one comparison (flattened, dotted):
+# what a sweep varies on purpose, and what says nothing about the experiment.
+NOT_A_SETTING = frozenset({
+    *SWITCHES, "seed", "run_name", "sweep_id", "name", "results_dir", "resume",
+    "trainer.verbose", "dataset.path", "dataset.search_paths",
+    "trainer.data_workers",  # threads preparing the same batches
+})
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
+# A preset's name is no key of the composed config; it names the sweep folder itself.
+PRESET_GROUP = "experiment"
+
+
+def is_setting(key: str) -> bool:
+    """True for a dotted config key that defines what is trained."""
+    return key not in NOT_A_SETTING and not key.startswith(NOT_A_SETTING_PREFIXES)
+
+
+def names_job_folder(key: str) -> bool:
+    """Whether a command-line override of ``key`` adds itself to the job folder's
+    name: settings do (two settings, two folders); the rest do not."""
+    return key != PRESET_GROUP and is_setting(key)
+
+
+def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
+    """Dotted keys -> JSON-encoded values (nested mappings flattened)."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value, sort_keys=True)
+    return flat
+
+
+def settings(config: Mapping) -> dict[str, str]:
+    """The experiment's setting: every config key that defines what is trained,
+    flattened (``trainer.learning_rate``) with JSON-encoded values."""
+    return {k: v for k, v in flatten(config).items() if is_setting(k)}
+
+
+def differing_keys(a: Mapping, b: Mapping) -> list[str]:
+    """Setting keys whose values differ between two configs (switches and seed included)."""
+    def identity(config: Mapping) -> dict[str, str]:
+        flat = flatten(config)
+        return {**settings(config), **{k: flat[k] for k in (*SWITCHES, "seed") if k in flat}}
+
+    fa, fb = identity(a), identity(b)
+    return sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
+
+
+def check_same_config(earlier: Mapping | None, config: Mapping, folder) -> None:
+    """Refuse to add ``config``'s run to a folder holding another configuration's."""
+    if earlier is None or earlier.get("config") is None:
+        return
+    differ = differing_keys(earlier["config"], redact(dict(config)))
+    if differ:
+        raise ConfigError(
+            f"{folder} holds a run of another configuration (differs in {', '.join(differ)}): "
+            f"use another name=..., or resume=false to start over")

@@ -1,0 +1,218 @@
+"""Datasets as numpy arrays in memory, split into train / validation / test.
+
+Small datasets fit in memory, and plain numpy keeps the input pipeline
+backend-neutral: augmentation runs inside the model (see
+:mod:`ablation.augment`). Every loader reads the real files
+(:mod:`ablation.data.formats`); network downloads go through
+``keras.datasets`` and fail with one line that names the offline alternatives.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ablation.data.formats import (DataError, class_folders, one_line, read_cifar,
+                                   read_idx_folder, read_image_tree)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Dataset:
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.x_train.shape[1:])
+
+
+# --- one loader per dataset name --------------------------------------------
+
+def _download(name: str, load: Callable[[], tuple]) -> tuple:
+    """Run a ``keras.datasets`` loader, or fail with the offline alternatives."""
+    try:
+        return load()
+    except Exception as e:  # urllib, socket and HTTP errors all end up here
+        raise DataError(
+            f"could not download {name} ({one_line(e)}); "
+            f"offline, set dataset.path to a local copy, or use dataset=digits "
+            f"(ships with scikit-learn) or dataset=fashion_mnist (Debian's "
+            f"dataset-fashion-mnist)") from e
+
+
+def load_cifar(cfg: Mapping, fine: bool) -> tuple:
+    name = "CIFAR-100" if fine else "CIFAR-10"
+    if cfg.get("path"):
+        return read_cifar(cfg["path"], fine)
+    import keras
+
+    if fine:
+        (x_train, y_train), (x_test, y_test) = _download(
+            name, lambda: keras.datasets.cifar100.load_data(label_mode="fine"))
+    else:
+        (x_train, y_train), (x_test, y_test) = _download(
+            name, keras.datasets.cifar10.load_data)
+    classes = [str(i) for i in range(100 if fine else 10)]
+    return x_train, y_train.reshape(-1), x_test, y_test.reshape(-1), classes
+
+
+def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
+    """MNIST or Fashion-MNIST: ``dataset.path``, then ``search_paths``, then download."""
+    candidates = [cfg.get("path")] if cfg.get("path") else list(cfg.get("search_paths") or [])
+    for folder in candidates:
+        if Path(folder).is_dir():
+            x_train, y_train, x_test, y_test = read_idx_folder(folder)
+            break
+        if cfg.get("path"):
+            raise DataError(f"dataset.path={folder} is not a folder with the IDX files")
+    else:
+        import keras
+
+        loader = getattr(keras.datasets, keras_name).load_data
+        (x_train, y_train), (x_test, y_test) = _download(keras_name, loader)
+        x_train, x_test = x_train[..., None], x_test[..., None]
+    classes = list(cfg.get("class_names") or [str(i) for i in range(10)])
+    return x_train, y_train, x_test, y_test, classes
+
+
+def load_digits(cfg: Mapping) -> tuple:
+    """scikit-learn's 8x8 digits: 1,797 real scans, no network needed."""
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    x = digits.images.astype(np.float32)[..., None]
+    y = digits.target.astype(np.int64)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=cfg["test_fraction"], stratify=y, random_state=cfg["split_seed"])
+    return x_train, y_train, x_test, y_test, [str(c) for c in digits.target_names]
+
+
+def load_image_folder(cfg: Mapping) -> tuple:
+    """Class-per-folder images of any size, resized to ``dataset.image_size``.
+
+    ``path/train/<class>/*`` with ``path/test/<class>/*`` (or ``val/``) when
+    present; otherwise ``path/<class>/*`` split by ``test_fraction``.
+    """
+    if not cfg.get("path"):
+        raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
+    root = Path(cfg["path"])
+    if not root.is_dir():
+        raise DataError(f"dataset.path={root} is not a folder")
+    train_root = root / "train" if (root / "train").is_dir() else root
+    test_root = next((root / s for s in ("test", "val") if (root / s).is_dir()), None)
+    classes = [p.name for p in class_folders(train_root)
+               if p.name not in ("train", "test", "val")]
+    if not classes:
+        raise DataError(f"dataset.path={root} has no class folders")
+    size, channels = int(cfg["image_size"]), int(cfg["channels"])
+    x, y = read_image_tree(train_root, classes, size, channels)
+    if test_root is not None:
+        x_test, y_test = read_image_tree(test_root, classes, size, channels)
+        return x, y, x_test, y_test, classes
+    from sklearn.model_selection import train_test_split
+
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=cfg["test_fraction"], random_state=cfg["split_seed"])
+    return x_train, y_train, x_test, y_test, classes
+
+
+def check_source(cfg: Mapping) -> None:
+    """The cheap part of loading: the paths exist. Run for every job of a sweep
+    before the first one trains, so a bad path fails in seconds, not hours in."""
+    name, path = cfg["name"], cfg.get("path")
+    if name not in LOADERS:
+        raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
+    if name == "image_folder" and not path:
+        raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
+    if path and not Path(path).exists():
+        raise DataError(f"dataset.path={path} does not exist")
+
+
+LOADERS: dict[str, Callable[[Mapping], tuple]] = {
+    "cifar100": lambda cfg: load_cifar(cfg, fine=True),
+    "cifar10": lambda cfg: load_cifar(cfg, fine=False),
+    "fashion_mnist": lambda cfg: load_mnist_like(cfg, "fashion_mnist"),
+    "mnist": lambda cfg: load_mnist_like(cfg, "mnist"),
+    "digits": load_digits,
+    "image_folder": load_image_folder,
+}
+
+
+# --- splitting ---------------------------------------------------------------
+
+def _subset(x, y, limit, split_seed):
+    """The first ``limit`` examples of a fixed shuffle: the same for every run."""
+    if limit is None or limit >= len(x):
+        return x, y
+    keep = np.random.default_rng(split_seed).permutation(len(x))[: int(limit)]
+    keep.sort()
+    return x[keep], y[keep]
+
+
+def load_dataset(cfg: Mapping, seed: int) -> Dataset:
+    """Load ``cfg.name`` and split a validation set off the training data by ``seed``.
+
+    The test split is fixed (never depends on the seed), so runs with different
+    seeds are evaluated on the same images.
+    """
+    name = cfg["name"]
+    if name not in LOADERS:
+        raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
+    x_train, y_train, x_test, y_test, classes = LOADERS[name](cfg)
+    split_seed = int(cfg.get("split_seed", 0))
+    x_train, y_train = _subset(x_train, y_train, cfg.get("limit_train"), split_seed)
+    x_test, y_test = _subset(x_test, y_test, cfg.get("limit_test"), split_seed)
+    n_val = int(round(len(x_train) * float(cfg["validation_fraction"])))
+    order = np.random.default_rng(seed).permutation(len(x_train))
+    val, train = order[:n_val], order[n_val:]
+    as_float = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
+    return Dataset(
+        name=name,
+        x_train=as_float(x_train[train]), y_train=y_train[train],
+        x_val=as_float(x_train[val]), y_val=y_train[val],
+        x_test=as_float(x_test), y_test=np.asarray(y_test, dtype=np.int64),
+        class_names=classes,
+    )
+
+
+# --- one load per process ----------------------------------------------------
+
+_CACHE: dict = {}
+
+
+def load_dataset_cached(cfg: Mapping, seed: int) -> Dataset:
+    """:func:`load_dataset`, reused by the next job in the same process.
+
+    A basic-launcher sweep runs its jobs one after another in one process, all
+    on the same dataset: reading, decoding and converting it once saves that
+    work per job. The key is the whole dataset config and the seed (the
+    validation split depends on it); only the latest entry is kept, so memory
+    does not grow over a sweep. The arrays are read-only, so no job can change
+    what the next one sees.
+    """
+    import json
+
+    key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))
+    if key not in _CACHE:
+        _CACHE.clear()  # drop the old arrays before loading new ones
+        data = load_dataset(cfg, seed)
+        for name in ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test"):
+            getattr(data, name).flags.writeable = False
+        _CACHE[key] = data
+    return _CACHE[key]

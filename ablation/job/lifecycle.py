@@ -1,0 +1,266 @@
+"""One job's lifecycle around the training loop: lock, skip, resume, set aside, record.
+
+``run_job(cfg, output_dir)`` is what a sweep's job calls. The training
+itself (fit, evaluate) is :func:`ablation.train.fit.train`; everything here is
+about the job folder, so that a job run twice, concurrently, after a kill or
+with ``resume=false`` leaves exactly one consistent set of outputs:
+
+- the folder's lock (:mod:`ablation.runs.lock`) is held for the whole job, so a
+  second process never trains it (it raises :class:`JobBusy`);
+- a completed run with the same config is skipped; an interrupted one resumes
+  from its checkpoint and continues its W&B run, whose history is replayed
+  from the checkpoint (the killed offline run folder is set aside);
+- ``resume=false`` moves earlier outputs to ``.replaced/<time>/``;
+- every job that got past its input checks leaves ``run.json``
+  (``completed`` or ``failed``), and says what it did (``on_outcome``: the
+  sweep collects these, :mod:`ablation.sweep.outcomes`).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import platform
+import traceback
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+import keras
+from omegaconf import DictConfig, OmegaConf
+
+from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
+                             variant_name)
+from ablation.data import DataError, load_dataset_cached
+from ablation.runs.files import atomic_write, replaced_folder, set_aside
+from ablation.runs.lock import JobBusy, job_lock
+from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
+                                  earlier_run, write_record)
+from ablation.runs.tracking import set_aside_offline_runs, tracked_run
+from ablation.runtime.process import custom_gradient_names, release_finished_graphs
+from ablation.train.checkpoint import load_checkpoint
+from ablation.train.checkpoint import remove as remove_checkpoint
+from ablation.train.epoch_metrics import EpochMetrics
+from ablation.train.fit import train
+
+log = logging.getLogger(__name__)
+
+HYDRA_DIR = ".hydra"  # hydra.output_subdir: written by Hydra before the job's lock is checked
+
+__all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config", "failed"]
+
+
+def plain_config(cfg) -> dict:
+    """A resolved, plain-dict copy of the config (what records and W&B store)."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    return dict(cfg)
+
+
+def base_record(config: Mapping) -> dict:
+    """What a run is, before it has measured anything."""
+    flags = switches(config)
+    return {
+        "schema": SCHEMA_VERSION,
+        "status": "running",
+        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
+        "variant": variant_name(**flags),
+        "switches": flags,
+        "dataset": config["dataset"]["name"],
+        "model": config["model"]["name"],
+        "seed": int(config["seed"]),
+        "metrics": {},
+        "history": [],
+        "params": None,
+        "epochs_completed": 0,
+        "resumed_from_epoch": None,
+        "diagnostics": None,
+        "resumed_from_epochs": [],
+        "train_seconds": None,
+        "train_images_per_s": None,
+        "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
+        "environment": {
+            "backend": keras.backend.backend(),
+            "keras": keras.__version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+        },
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": None,
+        "config": redact(dict(config)),
+        "error": None,
+    }
+
+
+def failed(record: dict, error: BaseException, progress: EpochMetrics | None = None) -> dict:
+    """Mark ``record`` failed with ``error``, keeping the epochs done before it.
+
+    ``epochs_completed`` and ``history`` count the epochs whose loss was
+    finite (those a rerun resumes from), not the one that diverged.
+    """
+    kept = []
+    for row in (progress.history if progress else []):
+        if not math.isfinite(row.get("train/loss", math.nan)):
+            break
+        kept.append(row)
+    resumed = progress.resumed_from_epochs if progress else []
+    message = f"{type(error).__name__}: {error}"
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C: say how to go on, not an empty message
+        message = (f"KeyboardInterrupt: interrupted after epoch {len(kept)}; rerun the same "
+                   f"command to resume from its last checkpoint")
+    record.update(status="failed", error=message,
+                  traceback="".join(traceback.format_exception(error)),
+                  history=kept, epochs_completed=len(kept),
+                  resumed_from_epochs=resumed, resumed_from_epoch=resumed[-1] if resumed else None,
+                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return record
+
+
+def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
+    """A ``failed`` record for a job that failed before writing its own."""
+    record = failed(base_record(plain_config(cfg)), error)
+    write_record(output_dir, record)
+    return record
+
+
+def run_tags(config: Mapping) -> list[str]:
+    flags = switches(config)
+    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
+            config["dataset"]["name"], config["model"]["name"]]
+
+
+def set_aside_outputs(output_dir: Path) -> None:
+    """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
+    target = replaced_folder(output_dir)
+    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, "wandb")], target):
+        log.info("earlier outputs moved to %s", target)
+
+
+@contextlib.contextmanager
+def keep_hydra_files(output_dir: Path):
+    """Put back, at the end of the job, the ``.hydra/*.yaml`` the job found at its start.
+
+    Hydra writes ``.hydra/{config,hydra,overrides}.yaml`` into the job folder
+    before the job runs, so a second process that then finds the folder locked
+    (and skips it) has already overwritten the running job's copies. Its config
+    is the same (another config is refused), but ``hydra.yaml`` says which
+    launch it was: the holder of the lock restores its own files when it ends.
+    """
+    folder = output_dir / HYDRA_DIR
+    saved = {p: p.read_bytes() for p in folder.glob("*.yaml")} if folder.is_dir() else {}
+    try:
+        yield
+    finally:
+        for path, data in saved.items():
+            try:
+                if path.read_bytes() != data:
+                    atomic_write(path, data, fsync=False)
+            except OSError:
+                atomic_write(path, data, fsync=False)
+
+
+# Called with what the job did: completed, skipped (already completed), busy
+# (another process holds it) or failed, and a one-line detail.
+OutcomeHook = Callable[[str, "str | None"], None]
+
+
+def _no_outcome(status: str, detail: str | None = None) -> None:
+    pass
+
+
+def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) -> dict:
+    """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
+
+    Bad config values and unloadable data raise before anything is written.
+    A folder another process is running raises :class:`JobBusy` (nothing
+    trained or written). A run already completed here with the same
+    configuration is not run again (its record is returned); an interrupted
+    one resumes from its checkpoint; ``resume=false`` sets earlier outputs
+    aside and starts over. A failure inside training is written to the record
+    (``status: failed``, ``error``, ``traceback``), marks the W&B run failed,
+    and is re-raised so the launcher counts it. ``on_outcome`` hears what the
+    job did, once, unless its input was refused.
+    """
+    config = plain_config(cfg)
+    validate(config)
+    output_dir = Path(output_dir)
+    try:
+        with job_lock(output_dir), keep_hydra_files(output_dir):
+            record, outcome = _run_locked(config, output_dir)
+    except JobBusy as e:
+        on_outcome("busy", str(e))
+        raise
+    except (ConfigError, DataError):
+        raise  # refused input: the whole command stops with exit 2, and leaves nothing
+    except BaseException as e:
+        on_outcome("failed", f"{type(e).__name__}: {e}")
+        raise
+    on_outcome(outcome, None)
+    return record
+
+
+def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
+    """The job, with the folder's lock held; returns the record and the outcome."""
+    if config.get("resume", True):
+        previous = earlier_run(output_dir)
+        check_same_config(previous, config, output_dir)
+        if previous is not None and previous.get("status") == "completed":
+            log.info("%s already completed here: skipped", previous.get("run_name"))
+            return previous, "skipped"
+    else:
+        set_aside_outputs(output_dir)
+    # Data problems (no network, a bad path) surface here, before any record
+    # or W&B run exists.
+    data = load_dataset_cached(config["dataset"], int(config["seed"]))
+    record = base_record(config)
+    try:
+        # Keras' names and global state, and the one collection per job: the
+        # last job's model, graphs and data copies only become garbage once its
+        # run_job has returned or raised
+        keras.backend.clear_session(free_memory=True)
+        record = _train_and_record(config, data, output_dir, record)
+    except (ConfigError, DataError):
+        raise
+    except BaseException as e:
+        if record["status"] == "running":  # failed before the record could say so
+            write_record(output_dir, failed(record, e))
+        raise
+    return record, "completed"
+
+
+def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dict:
+    """Resume or start, track, train; always writes the record (completed or failed)."""
+    checkpoint_dir = output_dir / CHECKPOINT_DIR
+    progress = EpochMetrics()
+    earlier_graphs = custom_gradient_names()
+    try:
+        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
+                       if config.get("resume", True) else None)
+        run_id = resume_from.state.get("wandb_id") if resume_from else None
+        if config["wandb"]["mode"] != "disabled" and (run_id or resume_from is None):
+            # The earlier offline run of this id may be cut short by a kill: the
+            # resumed run replays the checkpoint's history and replaces it. A job
+            # starting over (killed or failed before its first checkpoint) sets
+            # aside every earlier attempt's run: its record describes the new one.
+            set_aside_offline_runs(output_dir / "wandb", run_id,
+                                   replaced_folder(output_dir) / "wandb")
+        with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
+                         tags=run_tags(config), output_dir=output_dir, run_id=run_id
+                         ) as tracker:
+            record["wandb"] = tracker.info()  # its mode may be offline after a fallback
+            if resume_from is not None:
+                tracker.replay(resume_from.state["history"])
+            record.update(train(config, data, tracker, checkpoint_dir, resume_from,
+                                progress=progress))
+            record["status"] = "completed"
+    except BaseException as e:
+        failed(record, e, progress)
+        raise
+    finally:
+        record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_record(output_dir, record)
+        if record["status"] == "completed":
+            remove_checkpoint(checkpoint_dir)
+        keras.backend.clear_session(free_memory=False)
+        release_finished_graphs(earlier_graphs)  # collected when the next job starts
+    return record

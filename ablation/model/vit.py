@@ -1,0 +1,157 @@
+"""Build the ViT from a config: the one place the three switches reach the model.
+
+``build_model(cfg, ...)`` reads ``cfg.spt``, ``cfg.lsa`` and
+``cfg.learnable_temperature`` and hands them to the layers that implement them
+(:mod:`ablation.model.tokenizer`, :mod:`ablation.model.attention`); everything
+else comes from the ``model`` and ``augmentation`` config groups. ``build_vit``
+is the same thing with plain keyword arguments, for use from Python without
+Hydra.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import keras
+import numpy as np
+from keras import layers
+
+from ablation.augment import build_augmentation
+from ablation.model.attention import MultiHeadSelfAttention
+from ablation.model.layers import (
+    LAYER_NORM_EPSILON,
+    ClassToken,
+    FeedForward,
+    PositionEmbedding,
+    TransformerBlock,
+)
+from ablation.model.regularization import FastDropout
+from ablation.model.tokenizer import PatchTokenizer
+
+
+def build_vit(
+    num_classes: int,
+    input_shape: Sequence[int],
+    *,
+    spt: bool,
+    lsa: bool,
+    learnable_temperature: bool,
+    image_size: int,
+    patch_size: int,
+    dim: int,
+    depth: int,
+    num_heads: int,
+    key_dim: int | None,
+    mlp_hidden_units: Sequence[int],
+    mlp_output_units: int | None = None,
+    dropout: float = 0.0,
+    attention_dropout: float = 0.0,
+    embedding_dropout: float = 0.0,
+    pooling: str = "flatten",
+    head_units: Sequence[int] = (),
+    head_dropout: float = 0.0,
+    temperature_per_head: bool = False,
+    temperature_form: str = "divide",
+    qkv_bias: bool = True,
+    drop_path: float = 0.0,
+    augmentation: Mapping | None = None,
+    normalization_data: np.ndarray | None = None,
+    seed: int | None = None,
+    name: str = "vit",
+) -> keras.Model:
+    """A Vision Transformer for ``input_shape`` images and ``num_classes`` classes.
+
+    ``key_dim=None`` splits ``dim`` evenly over the heads.
+    ``pooling="flatten"`` flattens all tokens into an MLP head (keras.io
+    example); ``"class_token"`` prepends a class token and classifies its final
+    state (the paper's ViT); ``"mean"`` averages the tokens.
+    """
+    if pooling not in ("flatten", "class_token", "mean"):
+        raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = build_augmentation(image_size, normalization_data, seed=seed,
+                           input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
+    tokens = PatchTokenizer(patch_size, dim, shifted=spt, name="patch_tokenizer")(x)
+    if pooling == "class_token":
+        tokens = ClassToken(name="class_token")(tokens)
+    tokens = PositionEmbedding(name="position_embedding")(tokens)
+    if embedding_dropout:
+        tokens = FastDropout(embedding_dropout, name="embedding_dropout")(tokens)
+    attention = dict(
+        num_heads=num_heads,
+        key_dim=key_dim if key_dim is not None else dim // num_heads,
+        dropout=attention_dropout,
+        mask_diagonal=lsa,
+        learnable_temperature=learnable_temperature,
+        temperature_per_head=temperature_per_head,
+        temperature_form=temperature_form,
+        qkv_bias=qkv_bias,
+    )
+    mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
+               dropout=dropout)
+    for i in range(depth):
+        tokens = TransformerBlock(attention, mlp, drop_path=drop_path, name=f"block_{i}")(tokens)
+    tokens = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(tokens)
+    if pooling == "flatten":
+        features = layers.Flatten(name="flatten")(tokens)
+    elif pooling == "class_token":
+        features = tokens[:, 0]
+    else:
+        features = layers.GlobalAveragePooling1D(name="mean_pool")(tokens)
+    if head_dropout:
+        features = FastDropout(head_dropout, name="head_dropout")(features)
+    if head_units:
+        features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
+    # float32 logits under a mixed precision policy keep the loss and softmax exact.
+    logits = layers.Dense(num_classes, dtype="float32", name="logits")(features)
+    return keras.Model(inputs, logits, name=name)
+
+
+# Config keys of the ``model`` group that are not arguments of build_vit.
+_MODEL_BOOKKEEPING_KEYS = ("name",)
+
+
+def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
+                normalization_data: np.ndarray | None = None) -> keras.Model:
+    """The model a run config describes; the three switches enter here."""
+    model_kwargs = {k: v for k, v in dict(cfg["model"]).items()
+                    if k not in _MODEL_BOOKKEEPING_KEYS}
+    return build_vit(
+        num_classes,
+        input_shape,
+        spt=bool(cfg["spt"]),
+        lsa=bool(cfg["lsa"]),
+        learnable_temperature=bool(cfg["learnable_temperature"]),
+        augmentation=dict(cfg["augmentation"]),
+        normalization_data=normalization_data,
+        seed=int(cfg["seed"]),
+        **model_kwargs,
+    )
+
+
+def attention_layers(model: keras.Model) -> list[MultiHeadSelfAttention]:
+    """The model's attention layers, in depth order."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, TransformerBlock):
+            found.append(layer.attention)
+    return found
+
+
+def temperatures(model: keras.Model) -> dict[str, float]:
+    """Current learnable temperatures by name (``temperature/block_3``), if any.
+
+    Per-head temperatures get one entry per head (``temperature/block_3/head_0``).
+    The value is always the divisor T of the logits (the ``multiply`` form's
+    scale s is reported as 1/s), so runs of either form compare directly.
+    """
+    values = {}
+    for i, attention in enumerate(attention_layers(model)):
+        if attention.temperature is None:
+            continue
+        t = attention.effective_temperature().reshape(-1)
+        if attention.temperature_per_head:
+            for h, v in enumerate(t):
+                values[f"temperature/block_{i}/head_{h}"] = float(v)
+        else:
+            values[f"temperature/block_{i}"] = float(t[0])
+    return values

@@ -1,0 +1,16 @@
+"""One run's life on disk: the job lifecycle (:mod:`ablation.runs.job`), its
+record and schema, the folder's lock, file writing, and its W&B run.
+
+Importing this package, the record, the schema, the lock or the files loads
+neither Keras nor wandb; :mod:`ablation.runs.job` and
+:mod:`ablation.runs.tracking` are imported by name where a job runs.
+"""
+from ablation.runs.files import atomic_write, replaced_folder, set_aside
+from ablation.runs.lock import JobBusy, job_lock
+from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, RecordError, earlier_run,
+                                  find_records, read_record, write_record)
+from ablation.runs.schema import SCHEMA_VERSION, SchemaError, validate_record
+
+__all__ = ["CHECKPOINT_DIR", "RECORD_FILENAME", "SCHEMA_VERSION", "JobBusy", "RecordError",
+           "SchemaError", "atomic_write", "earlier_run", "find_records", "job_lock",
+           "read_record", "replaced_folder", "set_aside", "validate_record", "write_record"]

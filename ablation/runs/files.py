@@ -1,0 +1,89 @@
+"""Writing the suite's files: atomically, with one mode, and setting old ones aside.
+
+Every file the suite writes goes through :func:`atomic_write` (a unique
+temporary name, fsync, rename), so a reader never sees half a file, no two
+processes ever write the same temporary file, and every output gets the mode
+``open()`` would give it. Outputs that are replaced are never deleted: they
+move to ``<folder>/.replaced/<time>/`` (:func:`set_aside`), a hidden folder
+the reporter and ``wandb sync .../wandb/offline-run-*`` do not read.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+REPLACED_DIR = ".replaced"
+
+
+def _umask() -> int:
+    """The process umask; read from /proc where it can be (setting it to read it
+    back is not thread-safe)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def output_mode() -> int:
+    """The mode every output file gets: 0666 less the umask (0644 under umask 022),
+    as ``open()`` would give it; ``mkstemp``'s private 0600 is never kept."""
+    return 0o666 & ~_umask()
+
+
+def unique_tmp(directory: str | Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """A new temporary file in ``directory`` that no other process can pick
+    (``mkstemp``), already given :func:`output_mode`: (open descriptor, path)."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
+    try:
+        os.fchmod(fd, output_mode())
+    except BaseException:
+        os.close(fd)
+        Path(name).unlink(missing_ok=True)
+        raise
+    return fd, Path(name)
+
+
+def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (unique temporary file, fsync, rename),
+    with :func:`output_mode`. Every writer of the suite's outputs goes through it:
+    a reader never sees half a file, and every output has the same mode."""
+    path = Path(path)
+    fd, tmp = unique_tmp(path.parent, f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def replaced_folder(folder: str | Path) -> Path:
+    """A new ``<folder>/.replaced/<time>/`` path (not created) for outputs set aside now."""
+    return Path(folder) / REPLACED_DIR / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+
+
+def set_aside(paths: Iterable[str | Path], target: str | Path) -> list[Path]:
+    """Move each of ``paths`` that exists into the folder ``target`` (created
+    when there is something to move); returns their new paths."""
+    paths = [Path(p) for p in paths if os.path.lexists(p)]
+    target = Path(target)
+    if paths:
+        target.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for path in paths:
+        path.rename(target / path.name)
+        moved.append(target / path.name)
+    return moved

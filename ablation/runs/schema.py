@@ -1,0 +1,171 @@
+"""The declared schema of ``run.json``, shared by the writer and the reader.
+
+One pydantic model says what a record is. :func:`ablation.runs.record.write_record`
+validates against it before writing and :func:`ablation.runs.record.read_record`
+after reading, so the suite can never write a record its own reporter
+rejects, and a hand-edited or foreign record with wrong types is refused with
+the file and the field named instead of being half-read into a wrong table
+(``"spt": "false"`` read as true, a percentage shown as a fraction).
+
+Types are strict: booleans are JSON booleans, integers JSON integers (an
+integer is accepted where a number is), strings strings. Accuracies are
+fractions in [0, 1]. Keys this version does not know are kept (a newer
+writer may add fields); keys it knows must have the declared type.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
+                      StrictStr, ValidationError)
+
+from ablation.config.validate import WANDB_MODES
+
+SCHEMA_VERSION = 1
+STATUSES = ("completed", "failed")
+
+Number = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
+Fraction = Annotated[Number, Field(ge=0, le=1)]
+NonNegative = Annotated[Number, Field(ge=0)]
+Count = Annotated[StrictInt, Field(ge=0)]
+Name = Annotated[StrictStr, Field(min_length=1)]
+
+
+class _Open(BaseModel):
+    """Unknown keys are allowed (forward compatible); known keys are typed strictly."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class Switches(_Open):
+    spt: StrictBool
+    lsa: StrictBool
+    learnable_temperature: StrictBool
+
+
+class Metrics(_Open):
+    # NaN and infinity are written as null (see ablation.runs.record), so every number may be null.
+    test_top1: Fraction | None = None
+    test_top5: Fraction | None = None
+    test_loss: Number | None = None
+    best_val_top1: Fraction | None = None
+    final_val_top1: Fraction | None = None
+    best_test_top1: Fraction | None = None   # protocol "official": test every epoch
+    best_test_top5: Fraction | None = None
+    best_test_epoch: Count | None = None
+
+
+class HistoryRow(BaseModel):
+    """One epoch: its number and numbers (``train/loss``, ``locality/...``, ...)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[str, Number | None]
+    epoch: Annotated[StrictInt, Field(ge=1)]
+
+
+WandbMode = Literal[WANDB_MODES]  # the config's modes; anything else: wandb.Settings raises
+
+
+class Wandb(_Open):
+    id: StrictStr | None = None
+    dir: StrictStr | None = None
+    mode: WandbMode | None = None
+    project: StrictStr | None = None
+    group: StrictStr | None = None
+
+
+class Record(_Open):
+    schema_: Literal[1] = Field(alias="schema")
+    status: Literal["completed", "failed"]
+    switches: Switches
+    dataset: Name
+    model: Name
+    seed: StrictInt
+    config: dict[str, Any]
+    run_name: Name | None = None
+    variant: Name | None = None
+    metrics: Metrics = Field(default_factory=Metrics)
+    history: list[HistoryRow] = Field(default_factory=list)
+    params: Count | None = None
+    trainable_params: Count | None = None
+    epochs_completed: Count | None = None
+    resumed_from_epoch: Count | None = None
+    resumed_from_epochs: list[Count] | None = None
+    train_seconds: NonNegative | None = None
+    train_images_per_s: NonNegative | None = None
+    protocol: Literal["holdout", "official"] | None = None
+    wandb: Wandb | None = None
+    environment: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    diagnostics: dict[str, Any] | None = None
+    started_at: StrictStr | None = None
+    finished_at: StrictStr | None = None
+    error: StrictStr | None = None
+    traceback: StrictStr | None = None
+
+
+class SchemaError(ValueError):
+    """A record that does not fit :class:`Record`; ``field`` names the first bad one."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field, self.problem = field, problem
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def validate_record(record: Any) -> None:
+    """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
+    if not isinstance(record, dict):
+        raise SchemaError("(record)", f"not a JSON object ({type(record).__name__})")
+    version = record.get("schema")
+    if type(version) is not int or version != SCHEMA_VERSION:  # not true, not 1.0
+        raise SchemaError("schema", f"unknown schema {_short(version)} "
+                                    f"(this version reads {SCHEMA_VERSION})")
+    try:
+        Record.model_validate(record)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        first = errors[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(record)"
+        problem = " ".join(first["msg"].split())
+        if first["type"] != "missing" and first["loc"]:
+            problem += f" (got {_short(first.get('input'))})"
+        if len(errors) > 1:
+            problem += f"; {len(errors) - 1} more problem(s)"
+        raise SchemaError(field, problem) from None
+    if record["status"] == "completed":  # a failed run may have measured nothing
+        metrics = record.get("metrics") or {}
+        for key in ("test_top1", "test_top5"):
+            if metrics.get(key) is None:
+                raise SchemaError(f"metrics.{key}", "required when status is completed")
+    _check_consistency(record)
+
+
+# Top-5 counts every image top-1 counts: a smaller top-5 is a wrong record. Both are
+# means over the same images, so only float round-off may separate equal values.
+_ROUND_OFF = 1e-9
+
+
+def _check_consistency(record: dict) -> None:
+    """What types cannot say: top-5 >= top-1, history accuracies in [0, 1],
+    history epochs strictly increasing."""
+    metrics = record.get("metrics") or {}
+    for top1, top5 in (("test_top1", "test_top5"), ("best_test_top1", "best_test_top5")):
+        a, b = metrics.get(top1), metrics.get(top5)
+        if a is not None and b is not None and b < a - _ROUND_OFF:
+            raise SchemaError(f"metrics.{top5}", f"below metrics.{top1} ({b!r} < {a!r}): "
+                                                 "top-5 can never be below top-1")
+    previous = 0
+    for i, row in enumerate(record.get("history") or []):
+        if row["epoch"] <= previous:
+            raise SchemaError(f"history.{i}.epoch", f"epochs must increase (got {row['epoch']} "
+                                                    f"after {previous})")
+        previous = row["epoch"]
+        for key, value in row.items():
+            if key.endswith(("/top1", "/top5")) and value is not None and not 0 <= value <= 1:
+                raise SchemaError(f"history.{i}.{key}",
+                                  f"an accuracy must be a fraction in [0, 1] (got {_short(value)})")

@@ -1,0 +1,213 @@
+"""Weights & Biases, one run per job, and nothing at all when disabled.
+
+wandb is imported only when ``wandb.mode`` is not ``disabled``. The run is
+opened as a context manager so a job that raises marks its W&B run failed
+and finishes it: otherwise the next job in the same Hydra process would get
+the same run back from ``wandb.init()`` and its metrics would leak into it.
+
+A resumed job continues its run under the same id and the run gets the whole
+per-epoch history, once: the checkpoint's rows are replayed with their epoch
+as the step. Offline, the earlier run folder of that id (cut short by a kill:
+a SIGKILL can leave its ``.wandb`` file nearly empty) is set aside first, so
+``wandb sync <job>/wandb/offline-run-*`` uploads only the complete one.
+Online, W&B resumes the run on its server (``resume="allow"``) and ``run.step``
+is "the W&B step of the next log() call"; steps below it are already there
+and are not sent again (W&B would drop them anyway).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ablation.config.secrets import scrub_text
+from ablation.runs.files import set_aside
+
+log = logging.getLogger(__name__)
+
+
+class Tracker:
+    """What training needs from an experiment tracker; this one records nothing."""
+
+    mode = "disabled"
+
+    def log(self, metrics: Mapping, step: int) -> None:
+        pass
+
+    def replay(self, rows: Iterable[Mapping]) -> None:
+        """Log a resumed run's earlier per-epoch rows again, each at its epoch."""
+        for row in rows:
+            self.log(row, step=int(row["epoch"]))
+
+    def summarize(self, metrics: Mapping) -> None:
+        pass
+
+    def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
+        """A table (e.g. per-head locality values), logged at ``step``."""
+
+    def info(self) -> dict:
+        return {"id": None, "dir": None, "mode": self.mode}
+
+
+class WandbTracker(Tracker):
+    def __init__(self, run, output_dir: Path):
+        self.run = run
+        self.mode = "offline" if run.offline else "online"
+        self.output_dir = Path(output_dir)
+        # What the run already holds: steps below this are on the W&B server
+        # (a resumed online run); a new or offline run starts at 0.
+        self.first_step = int(run.step)
+        self.steps_already_there: list[int] = []
+
+    def log(self, metrics: Mapping, step: int) -> None:
+        if step < self.first_step:
+            if not self.steps_already_there:
+                log.info("W&B run %s already holds steps below %d: not sent again",
+                         self.run.id, self.first_step)
+            self.steps_already_there.append(step)
+            return
+        self.run.log(dict(metrics), step=step)
+
+    def summarize(self, metrics: Mapping) -> None:
+        self.run.summary.update(dict(metrics))
+
+    def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
+        import wandb
+
+        self.run.log({name: wandb.Table(columns=list(columns), data=rows)}, step=step)
+
+    def info(self) -> dict:
+        run_dir = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>
+        try:
+            run_dir = run_dir.relative_to(self.output_dir.resolve())
+        except ValueError:
+            pass
+        return {"id": self.run.id, "dir": str(run_dir), "mode": self.mode,
+                "project": self.run.project, "group": self.run.group}
+
+
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+REACH_TIMEOUT_S = 5.0
+INIT_TIMEOUT_S = 60.0
+
+
+def unreachable(base_url: str) -> str | None:
+    """Why the W&B server cannot be reached, or None if a TCP connection opens."""
+    url = urlsplit(base_url)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as e:
+        return f"cannot reach {host}:{port} ({e.strerror or e})"
+    return None
+
+
+@contextlib.contextmanager
+def _argv_without_secrets():
+    """wandb stores the command line (``sys.argv``) in the run's metadata."""
+    saved = sys.argv
+    sys.argv = [scrub_text(arg) for arg in saved]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+def import_early(mode: str) -> None:
+    """Import wandb, and what its first run imports, before TensorFlow is loaded.
+
+    wandb's settings and launch-input classes are pydantic models, and pydantic
+    reads their field docstrings through ``inspect.getmodule``, which walks
+    every loaded module: after TensorFlow's thousands, these imports take
+    longer (the launch inputs are imported by the first run's ``wandb.init``).
+    Nothing is imported when W&B is disabled.
+    """
+    if mode == "disabled":
+        return
+    import wandb  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # a private module: absent in another wandb
+        import wandb.sdk.launch.inputs.internal  # noqa: F401
+
+
+def open_run(mode: str, output_dir: Path, **init):
+    """``wandb.init`` in ``mode``; ``online`` without network or credentials falls
+    back to ``offline`` with one warning, in bounded time (a TCP probe, then
+    wandb's own init timeout)."""
+    import wandb
+
+    extra_settings = init.pop("settings", {})
+    run = None
+    with _argv_without_secrets():
+        if mode == "online":
+            reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
+            if reason is None:
+                try:
+                    run = wandb.init(mode="online", **init, settings=wandb.Settings(
+                        init_timeout=INIT_TIMEOUT_S, **extra_settings))
+                except Exception as e:  # no credentials, server errors, timeouts
+                    first = str(e).splitlines()[0][:200] if str(e) else ""
+                    reason = f"{type(e).__name__}: {first}"
+            if run is None:
+                log.warning("W&B online is unavailable (%s); logging offline instead, upload "
+                            "later with: wandb sync %s/wandb/offline-run-*", reason, output_dir)
+        if run is None:
+            run = wandb.init(mode="offline" if mode == "online" else mode, **init,
+                             settings=wandb.Settings(**extra_settings))
+    return run
+
+
+@contextlib.contextmanager
+def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
+                output_dir: str | Path, run_id: str | None = None) -> Iterator[Tracker]:
+    """Open one W&B run for one training job (or a no-op tracker if disabled).
+
+    ``settings`` is the ``wandb`` config group: mode, project, entity, group, tags.
+    The W&B files go under ``output_dir/wandb`` beside the run record.
+    ``run_id`` continues an earlier run (a resumed job) under the same id.
+    """
+    if settings["mode"] == "disabled":
+        yield Tracker()
+        return
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    run = open_run(
+        settings["mode"], output_dir,
+        project=settings["project"],
+        entity=settings.get("entity"),
+        group=settings.get("group"),
+        job_type="train",
+        name=name,
+        tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
+        config=dict(config),
+        dir=str(output_dir),
+        reinit="finish_previous",
+        **({"id": run_id, "resume": "allow"} if run_id else {}),
+    )
+    with run:
+        yield WandbTracker(run, output_dir)
+
+
+def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,
+                           target: str | Path) -> list[Path]:
+    """Move the offline run folders of ``run_id`` (every one if None) in
+    ``wandb_dir`` to ``target``.
+
+    Before a run is opened again under the same id (a resumed job, a report
+    made again): the new folder will hold everything, and the old ones must not
+    be synced beside it. With None, before a job starts over (an attempt
+    killed or failed before its first checkpoint): its record will describe
+    only the new run. Returns the folders' new paths.
+    """
+    old = sorted(p for p in Path(wandb_dir).glob("offline-run-*")
+                 if run_id is None or p.name.endswith(f"-{run_id}"))
+    moved = set_aside(old, target)
+    if moved:
+        log.info("%s: earlier offline folder(s) moved to %s (the new run replaces them)",
+                 f"W&B run {run_id}" if run_id else "W&B", target)
+    return moved

@@ -1,0 +1,59 @@
+"""Accelerator settings that must be made before the backend touches the device."""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from ablation.runtime.backend import import_keras
+
+log = logging.getLogger(__name__)
+
+
+def configure(gpu: Mapping) -> None:
+    """Apply the ``gpu`` config group; call it before Keras builds anything.
+
+    ``share_memory``: allocate GPU memory as needed, so several jobs fit on one
+    GPU. JAX reads its switch from the environment when it first uses the
+    device; TensorFlow's must be set per device before it is initialised (a
+    later job in the same process finds it already set).
+
+    ``compilation_cache`` (JAX): a folder where XLA keeps its compiled
+    programs, so a job whose program was compiled before (another seed of the
+    same variant, a rerun, a resumed job) loads it instead of compiling again;
+    on a GPU compiling the train and evaluation steps costs more than the
+    epochs of a short job. Other backends ignore it.
+    """
+    share = bool(gpu.get("share_memory", False))
+    if share:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    keras = import_keras()
+
+    if keras.backend.backend() == "jax" and gpu.get("compilation_cache"):
+        _use_compilation_cache(os.path.expanduser(str(gpu["compilation_cache"])))
+    if share and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        for device in tf.config.list_physical_devices("GPU"):
+            try:
+                tf.config.experimental.set_memory_growth(device, True)
+            except RuntimeError:  # already initialised by an earlier job: nothing to do
+                pass
+
+
+def _use_compilation_cache(folder: str) -> None:
+    """Point JAX's persistent cache at ``folder``, or say why not: JAX itself
+    only warns about its first failed read and then compiles every time."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, f".write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        log.warning("gpu.compilation_cache=%s cannot be used (%s): compiling every time",
+                    folder, e.strerror or e)
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", folder)

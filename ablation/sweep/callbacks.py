@@ -1,0 +1,243 @@
+"""Hydra callbacks: sweep-level bookkeeping that no single job can see."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+
+from ablation.config.compose import register_resolvers
+from ablation.runs.record import RECORD_FILENAME
+from ablation.sweep import outcomes
+
+# Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
+# these callbacks there before Hydra names the job's folder, which needs the
+# run-name resolver: importing this module registers it.
+register_resolvers()
+
+log = logging.getLogger(__name__)
+
+SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"
+
+# Job folders of the sweeps this process started, by sweep folder: SweepEnd
+# needs them, and composing every job's config again costs ~0.2 s a job.
+_job_folders: dict[str, list[Path]] = {}
+
+
+def job_configs(config) -> list[tuple[dict, Path]]:
+    """Every job's resolved config (without ``hydra``) and output folder, as the
+    sweeper will compose them."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    loader = GlobalHydra.instance().config_loader()
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    configs = []
+    for batch in BasicSweeper.split_arguments(parsed, None):
+        for overrides in batch:
+            job = loader.load_sweep_config(config, list(overrides))
+            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                     for k, v in job.items() if k != "hydra"}
+            configs.append((plain, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir)))
+    return configs
+
+
+class SweepStart(Callback):
+    """Before Hydra writes anything: check every job's config, and count the jobs.
+
+    A bad value anywhere in the sweep (or in a single run) stops it here with
+    one line and exit 2, before Hydra creates a folder, so it leaves nothing
+    behind and never costs the jobs before it. The folders about to be created
+    are noted (:mod:`ablation.sweep.cleanup`) so a job that refuses its data later
+    can remove exactly those. The count travels in an environment variable
+    (launchers with worker processes pass it on) for the ``[3/4]`` lines.
+    """
+
+    def on_run_start(self, config, **kwargs) -> None:
+        from omegaconf import OmegaConf
+
+        def run():
+            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                     for k, v in config.items() if k != "hydra"}
+            return [(plain, Path(str(config.hydra.run.dir)))]
+        self._check(run, config=config)
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        def sweep():
+            jobs = job_configs(config)
+            os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
+            _job_folders[str(config.hydra.sweep.dir)] = [folder for _, folder in jobs]
+            return jobs
+        self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
+
+    @staticmethod
+    def _check(jobs_of, sweep_dir: Path | None = None, config=None) -> None:
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        from ablation.config.compose import explain, flat_keys
+        from ablation.config.refusals import ConfigError, Refused
+        from ablation.data import DataError
+        from ablation.sweep.cleanup import note_missing
+
+        try:
+            jobs = jobs_of()
+            check_jobs(jobs)
+        except (ConfigError, DataError) as e:
+            raise Refused(e) from None
+        except (HydraException, OmegaConfBaseException) as e:  # a sweep value: a typo'd key
+            valid = flat_keys({k: v for k, v in config.items() if k != "hydra"}) \
+                if config is not None else []                   # or an unresolvable value
+            message = explain(e, valid)
+            if message is None:
+                raise
+            raise Refused(message) from None
+        note_missing([*([sweep_dir] if sweep_dir else []), *(folder for _, folder in jobs)])
+        if sweep_dir is not None:  # where this sweep's jobs say what they did
+            outcomes.start(sweep_dir)
+
+
+def job_folder_name(job: dict, folder: Path) -> str:
+    """What the job adds below ``results_dir/sweep_id`` (normally one component;
+    a separator inside a value shows up here as several)."""
+    base = Path(str(job.get("results_dir", ""))) / str(job.get("sweep_id", ""))
+    if folder.parts[:len(base.parts)] == base.parts:
+        return "/".join(folder.parts[len(base.parts):])
+    return folder.name
+
+
+def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
+    """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
+    from ablation.config import ConfigError, check_folder_names, check_same_config, validate
+    from ablation.data import check_source
+    from ablation.runs.record import earlier_run
+
+    for job, folder in jobs:
+        validate(job)
+        check_folder_names(job, job_folder_name(job, folder))
+        check_source(job["dataset"])
+    sweep_dirs = {folder.parent for _, folder in jobs}
+    if len(sweep_dirs) > 1:
+        raise ConfigError(
+            "this sweep's jobs would go to several sweep folders (" + ", ".join(
+                sorted(str(d) for d in sweep_dirs)) + "): give the sweep one name=...")
+    seen = set()
+    for job, folder in jobs:
+        if folder in seen:
+            raise ConfigError(f"two jobs of this sweep would share the folder {folder}")
+        seen.add(folder)
+        if job.get("resume", True):
+            check_same_config(earlier_run(folder), job, folder)
+
+
+class SweepEnd(Callback):
+    """When a multirun ends: the report (``report.after_sweep``), then the failures.
+
+    Jobs record a failure in their ``run.json`` and return normally, so the
+    sweep runs to the end (Hydra would otherwise skip ``on_multirun_end`` and
+    name only the first error). Here every job of *this* sweep that failed is
+    listed with its reason, and the process exits 1 if there was any; jobs
+    skipped because another process was running them are listed too, and do
+    not change the exit code. What another sweep did in the same folder never
+    counts (see :mod:`ablation.sweep.outcomes`).
+    """
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep_dir = config.hydra.sweep.dir
+        if config.get("report", {}).get("after_sweep", True):
+            self.write_report(config, sweep_dir)
+        folders = _job_folders.pop(str(sweep_dir), None)
+        if folders is None:  # SweepStart left out of hydra.callbacks
+            folders = [f for _, f in job_configs(config)]
+        failures, busy = this_sweeps_jobs(sweep_dir, folders)
+        lines = []
+        if busy:
+            lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
+            lines += [f"  {detail}" for _, detail in busy]
+            lines.append(f"  once it ends, the report with them: python -m ablation.report "
+                         f"{_shown(Path(str(sweep_dir)).resolve())}")
+        if failures:
+            lines.append(f"{len(failures)} run(s) failed:")
+            lines += [f"  {folder}: {error}" for folder, error in failures]
+        if lines:
+            print("\n".join(lines), flush=True)
+        if failures:
+            raise SystemExit(1)
+
+    @staticmethod
+    def write_report(config, sweep_dir) -> None:
+        """A report that fails is logged, never raised: the records are what matter."""
+        from omegaconf import OmegaConf
+
+        from ablation.report import ReportError, write_report
+
+        try:
+            report = write_report(
+                sweep_dir,
+                wandb_settings=OmegaConf.to_container(config.wandb, resolve=True),
+                make_plots=bool(config.report.plots))
+        except ReportError as e:
+            log.warning("no report: %s", e)
+            return
+        except Exception:
+            log.exception("the report failed; rerun it with: python -m ablation.report %s",
+                          sweep_dir)
+            return
+        print(report.markdown, flush=True)
+        log.info("report: %s", ", ".join(str(f) for f in report.files))
+
+
+def this_sweeps_jobs(sweep_dir, job_folders: list[Path]
+                     ) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """(folder, error) of this sweep's failed jobs and (folder, holder line) of
+    those it skipped as busy, from the outcomes its jobs reported.
+
+    A job that reported nothing (a launcher that did not pass the environment
+    on, a worker that died) is judged by its record, as before outcomes existed.
+    """
+    folder = os.environ.get(outcomes.OUTCOMES_ENV)
+    if not folder:
+        return [(p.parent, e) for p, e in failed_runs(sweep_dir)], []
+    jobs = [Path(f).resolve() for f in job_folders]
+    done = outcomes.collect(folder)
+    outcomes.finish(folder)
+    log.debug("%d of this sweep's %d jobs reported their outcome", len(done), len(jobs))
+    failures, busy = [], []
+    for job in [*jobs, *(f for f in done if f not in jobs)]:
+        outcome, shown = done.get(job), _shown(job)
+        if outcome is None:
+            failures += [(shown, e) for _, e in failed_runs(job)]
+            if not (job / RECORD_FILENAME).exists():
+                failures.append((shown, "the job left neither an outcome nor a record"))
+        elif outcome["status"] == "failed":
+            failures.append((shown, outcome.get("detail") or "unknown error"))
+        elif outcome["status"] == "busy":
+            busy.append((shown, outcome.get("detail") or str(shown)))
+    return failures, busy
+
+
+def _shown(folder: Path) -> Path:
+    """``folder`` as the user named it: relative to the working folder when below it."""
+    try:
+        return folder.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return folder
+
+
+def failed_runs(sweep_dir) -> list[tuple[Path, str]]:
+    """(record path, error) of every failed run below ``sweep_dir``."""
+    from ablation.runs.record import RecordError, find_records, read_record
+
+    failures = []
+    for path in find_records(sweep_dir) if Path(sweep_dir).exists() else []:
+        try:
+            record = read_record(path)
+        except RecordError as e:
+            failures.append((path, f"unreadable record ({e})"))
+            continue
+        if record["status"] == "failed":
+            failures.append((path, record.get("error") or "unknown error"))
+    return failures

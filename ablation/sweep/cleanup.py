@@ -1,0 +1,113 @@
+"""Folders this invocation created, so refused input leaves nothing behind.
+
+Hydra creates a job's folder (``.hydra/``, ``run_sweep.log``; in a multirun
+also the sweep folder and ``multirun.yaml``) before the job can find that its
+data cannot be loaded (no network for a download, a truncated archive). Before
+Hydra creates anything, :func:`note_missing` records which of the folders
+about to be used do not exist yet; the list travels in an environment variable
+so launchers' worker processes see it too. When a job refuses its input,
+:func:`remove_created` removes its folder only if it was on that list, and
+then each listed parent that holds nothing but Hydra's bookkeeping. A
+launcher's workers run jobs side by side, so one job's refusal cannot tidy a
+sibling's folder: the command's own process then calls
+:func:`remove_all_created` once every job has stopped. Nothing that existed
+before the command started is ever removed, nor any folder holding a run's
+output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+NEW_FOLDERS_ENV = "VIT_ABLATION_NEW_FOLDERS"
+# What Hydra writes in a sweep folder on its own; a folder holding only these
+# (and empty folders) has nothing of the user's.
+HYDRA_BOOKKEEPING = {"multirun.yaml"}
+# What a job's folder holds before its job has trained anything.
+JOB_BOOKKEEPING = HYDRA_BOOKKEEPING | {"run_sweep.log"}
+BOOKKEEPING_DIRS = {".hydra"}
+
+
+def _missing_chain(folder: Path) -> list[Path]:
+    """``folder`` and each parent of it that does not exist yet."""
+    chain = []
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        chain.append(path)
+    return chain
+
+
+def note_missing(folders: Iterable[str | Path]) -> list[str]:
+    """Record which of ``folders`` (and their parents) do not exist now."""
+    missing = sorted({str(p) for folder in folders
+                      for p in _missing_chain(Path(os.path.abspath(folder)))})
+    os.environ[NEW_FOLDERS_ENV] = json.dumps(missing)
+    return missing
+
+
+def _noted() -> set[Path]:
+    try:
+        return {Path(p) for p in json.loads(os.environ.get(NEW_FOLDERS_ENV, "[]"))}
+    except (ValueError, TypeError):
+        return set()
+
+
+def _only_bookkeeping(folder: Path) -> bool:
+    for path in folder.rglob("*"):
+        if path.is_file() or path.is_symlink():
+            if path.name not in HYDRA_BOOKKEEPING or path.parent != folder:
+                return False
+    return True
+
+
+def remove_created(job_folder: str | Path) -> list[Path]:
+    """Remove ``job_folder`` and its emptied parents if this invocation created
+    them; returns what was removed."""
+    noted = _noted()
+    job_folder = Path(os.path.abspath(job_folder))  # as Hydra's runtime.output_dir is
+    removed = []
+    if job_folder in noted and job_folder.is_dir():
+        shutil.rmtree(job_folder)
+        removed.append(job_folder)
+    for parent in job_folder.parents:
+        if parent not in noted or not parent.is_dir():
+            break
+        if not _only_bookkeeping(parent):
+            break
+        shutil.rmtree(parent)
+        removed.append(parent)
+    return removed
+
+
+def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None) -> bool:
+    """True if every file below ``folder`` is Hydra's or this invocation's bookkeeping."""
+    for path in folder.rglob("*"):
+        if not (path.is_file() or path.is_symlink()):
+            continue
+        parts = set(path.relative_to(folder).parts[:-1])
+        if path.name in JOB_BOOKKEEPING or parts & BOOKKEEPING_DIRS:
+            continue
+        if outcomes_folder is not None and outcomes_folder in path.parents:
+            continue
+        return False
+    return True
+
+
+def remove_all_created() -> list[Path]:
+    """After a refusal, in the command's own process: remove every folder noted
+    as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
+    ``multirun.yaml``, this invocation's outcome files), deepest first."""
+    from ablation.sweep.outcomes import OUTCOMES_ENV
+
+    outcomes = os.environ.get(OUTCOMES_ENV)
+    outcomes_folder = Path(outcomes) if outcomes else None
+    removed = []
+    for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and _nothing_of_a_run(folder, outcomes_folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed

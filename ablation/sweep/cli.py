@@ -1,0 +1,138 @@
+"""The sweep command: one Hydra job trains one ViT variant; multirun sweeps them.
+
+    python run_sweep.py -m spt=true,false lsa=true,false experiment=smoke
+    vit-ablation -m spt=true,false lsa=true,false            # the same, installed
+
+Each job writes ``run.json`` (and its W&B run) in its folder under ``results/``.
+Refused input is one line on stderr and exit 2, before anything is written.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+
+from ablation.runtime.native_log import quiet_by_default, quiet_native_stderr
+
+# Keep TensorFlow's C++ start-up chatter out of the sweep's output
+# (VIT_ABLATION_DEBUG=1 shows it): before anything imports TensorFlow.
+quiet_by_default()
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from ablation.config import (ConfigError, Refused, conf_dir, print_refusal,  # noqa: E402
+                             redact_argv, register_resolvers, scrub_text, switches, validate)
+from ablation.data import DataError, check_source  # noqa: E402
+from ablation.runs.files import atomic_write  # noqa: E402
+from ablation.runs.record import RECORD_FILENAME  # noqa: E402
+from ablation.runs.tracking import import_early  # noqa: E402
+from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
+from ablation.runtime.process import freeze_imported_objects  # noqa: E402
+from ablation.sweep import outcomes  # noqa: E402
+from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
+from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
+from ablation.sweep.preflight import check_command_line  # noqa: E402
+
+CONF_DIR = conf_dir()
+register_resolvers()
+log = logging.getLogger("vit-ablation")
+
+
+def refuse(error: Exception, output_dir: str) -> Refused:
+    """Bad input: the job's folder removed if this command created it; the
+    command's own process prints the one line and removes the rest."""
+    remove_created(output_dir)
+    return Refused(error)
+
+
+def scrub_file(path) -> None:
+    """Hide secret-looking values in a file Hydra saved (its config and overrides)."""
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    scrubbed = scrub_text(text)
+    if scrubbed != text:
+        atomic_write(path, scrubbed.encode("utf-8", errors="surrogateescape"), fsync=False)
+
+
+def progress_line(cfg: DictConfig) -> str:
+    """``[3/4] spt=on lsa=off temperature=fixed seed=0`` for the job now starting."""
+    flags = switches(cfg)
+    hydra_cfg = HydraConfig.get()
+    position = ""
+    if hydra_cfg.mode.name == "MULTIRUN":
+        total = os.environ.get(SWEEP_SIZE_ENV)
+        position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
+    return (f"{position}spt={'on' if flags['spt'] else 'off'} "
+            f"lsa={'on' if flags['lsa'] else 'off'} "
+            f"temperature={'learnable' if flags['learnable_temperature'] else 'fixed'} "
+            f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
+
+
+def job(cfg: DictConfig) -> float | None:
+    """One Hydra job: check, train one variant, leave its record; the test top-1.
+
+    A plain module-level function, so launchers that run jobs in other
+    processes (joblib, submitit, Ray) pickle it by reference."""
+    hydra_cfg = HydraConfig.get()
+    output_dir = hydra_cfg.runtime.output_dir
+    # Hydra saved the composed config and overrides before this job started:
+    # hide any secret passed on the command line there too.
+    for saved in ("config.yaml", "overrides.yaml", "hydra.yaml"):
+        scrub_file(os.path.join(output_dir, hydra_cfg.output_subdir or ".hydra", saved))
+    if hydra_cfg.mode.name == "MULTIRUN":
+        scrub_file(os.path.join(hydra_cfg.sweep.dir, "multirun.yaml"))
+    try:  # checked before Hydra wrote anything (SweepStart); again here for any launcher
+        validate(plain := OmegaConf.to_container(cfg, resolve=True))  # before Keras loads
+        check_source(plain["dataset"])
+    except (ConfigError, DataError) as e:
+        raise refuse(e, output_dir) from None
+    print(progress_line(cfg), flush=True)
+    import_early(str(cfg.wandb.mode))
+    with quiet_native_stderr():  # TensorFlow's import and first device query
+        configure_device(cfg.gpu)
+        from ablation.job import JobBusy, run_job, write_failure
+    freeze_imported_objects()
+
+    try:
+        record = run_job(cfg, output_dir,
+                         on_outcome=functools.partial(outcomes.report, output_dir))
+    except JobBusy as e:
+        log.warning("%s", e)  # one line naming the holder; nothing trained or written
+        return None
+    except (ConfigError, DataError) as e:  # e.g. no network for a download, a bad archive
+        raise refuse(e, output_dir) from None
+    except Exception as e:
+        # run_job has written the failed record and marked the W&B run failed;
+        # should it have failed before it could, a record still says so.
+        if not os.path.exists(os.path.join(output_dir, RECORD_FILENAME)):
+            write_failure(cfg, output_dir, e)
+        log.exception("%s failed: %s: %s", cfg.run_name, type(e).__name__, e)
+        if hydra_cfg.mode.name == "MULTIRUN":
+            return None  # the sweep goes on; SweepEnd lists every failure and exits 1
+        raise SystemExit(1) from None
+    metrics = record["metrics"]
+    log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s/run.json", record["run_name"],
+             100 * metrics["test_top1"], 100 * metrics["test_top5"], output_dir)
+    return metrics["test_top1"]
+
+
+def main() -> None:
+    """The command: checks the command line, then runs Hydra (``vit-ablation``)."""
+    # A secret-named override's value is never needed: hide it from Hydra,
+    # its saved files, its job lines, folder names and wandb's copy of argv.
+    sys.argv = redact_argv(sys.argv)
+    try:
+        check_command_line(sys.argv[1:], CONF_DIR)
+        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
+    except ConfigError as e:
+        print_refusal(e)
+        sys.exit(2)
+    except Refused as e:  # from a job (here or in a launcher's worker) or SweepStart
+        print_refusal(e.message)
+        remove_all_created()
+        sys.exit(2)

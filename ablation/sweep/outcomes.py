@@ -1,0 +1,114 @@
+"""What each job of one sweep invocation did, so the sweep's exit code is its own.
+
+The job folders cannot tell: another sweep into the same folder may have
+written there, or overwritten a failed record with a completed one. So when
+a multirun starts (:class:`ablation.sweep.callbacks.SweepStart`), it names a
+folder for this invocation, ``<sweep>/.sweeps/<time>-<host>-<pid>-<random>/``, and
+passes its path to the jobs in the environment variable ``OUTCOMES_ENV``
+(Hydra's launchers hand the environment to their workers: joblib, submitit,
+Ray, Slurm). Each job writes one small file there saying what it did
+(``completed``, ``skipped``: already completed, ``busy``: another process held
+it, ``failed``); at the end the sweep reads them back and removes the folder.
+One file per job, written atomically: no two processes ever write the same
+file. The folder is made by the first job that reports, so input refused
+before (or by) a job leaves none behind. A sweep killed outright (``kill -9``)
+cannot remove its folder: the next sweep into that folder, at its start and
+its end, removes those of this host whose process is gone
+(:func:`remove_stale`), never a live one's or another host's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+from datetime import datetime
+from pathlib import Path
+
+from ablation.runs.files import atomic_write
+
+OUTCOMES_ENV = "VIT_ABLATION_SWEEP_OUTCOMES"
+SWEEPS_DIR = ".sweeps"  # hidden: the reporter does not look inside
+STATUSES = ("completed", "skipped", "busy", "failed")
+
+
+_NAME = re.compile(r"^\d{8}-\d{6}-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but another user's
+        return True
+    return True
+
+
+def remove_stale(sweep_dir: str | Path) -> list[Path]:
+    """Remove outcome folders left by killed invocations on this host: those
+    whose process no longer exists. Other hosts' (a shared file system) and
+    live ones are never touched; a reused pid only keeps a stale one."""
+    removed = []
+    sweeps = Path(sweep_dir) / SWEEPS_DIR
+    for folder in sweeps.iterdir() if sweeps.is_dir() else ():
+        match = _NAME.match(folder.name)
+        if (match and folder.is_dir() and match["host"] == _host()
+                and int(match["pid"]) != os.getpid() and not _alive(int(match["pid"]))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    try:
+        sweeps.rmdir()
+    except OSError:
+        pass
+    return removed
+
+
+def start(sweep_dir: str | Path) -> Path:
+    """Name this invocation's outcome folder (not created yet) and export it to
+    the jobs; remove those killed invocations left."""
+    remove_stale(Path(sweep_dir).resolve())
+    folder = (Path(sweep_dir).resolve() / SWEEPS_DIR
+              / f"{datetime.now():%Y%m%d-%H%M%S}-{_host()}-{os.getpid()}-{secrets.token_hex(4)}")
+    os.environ[OUTCOMES_ENV] = str(folder)
+    return folder
+
+
+def report(job_folder: str | Path, status: str, detail: str | None = None) -> None:
+    """Tell this job's sweep what the job did; nothing outside a multirun."""
+    assert status in STATUSES, status
+    folder = os.environ.get(OUTCOMES_ENV)
+    if not folder:  # a single run
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    job_folder = Path(job_folder).resolve()
+    text = json.dumps({"folder": str(job_folder), "status": status, "detail": detail})
+    atomic_write(Path(folder) / f"{job_folder.name}.json", text, fsync=False)
+
+
+def collect(folder: str | Path) -> dict[Path, dict]:
+    """The outcomes this invocation's jobs reported, by job folder."""
+    done = {}
+    for path in Path(folder).glob("*.json"):
+        try:
+            outcome = json.loads(path.read_text())
+            done[Path(outcome["folder"])] = outcome
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return done
+
+
+def finish(folder: str | Path) -> None:
+    """Remove the invocation's folder, those of killed invocations, and
+    ``.sweeps`` once empty."""
+    folder = Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    remove_stale(folder.parent.parent)  # also removes .sweeps once empty
+    if os.environ.get(OUTCOMES_ENV) == str(folder):
+        del os.environ[OUTCOMES_ENV]

@@ -1,0 +1,229 @@
+"""The training loop of one job: build, compile, fit, evaluate, measure.
+
+:func:`train` is the part of a job that trains; the job's lifecycle around
+it (the folder's lock, skipping, resuming, setting aside, the record and the
+W&B run) is :mod:`ablation.job.lifecycle`, whose ``run_job`` is what a sweep's job
+calls.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import keras
+
+from ablation.config.secrets import redact
+from ablation.data import Dataset
+from ablation.model import build_model
+from ablation.runs.tracking import Tracker
+from ablation.train import locality
+from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
+from ablation.train.epoch_metrics import EpochMetrics
+from ablation.train.schedules import WarmupCosineDecay
+
+log = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def keras_verbosity(value) -> int | str:
+    """``trainer.verbose``: ``auto`` is the progress bar on a terminal and one
+    line per epoch (2) otherwise: the bar's carriage-return frames would fill
+    a log file, Slurm output or CI log. Keras' own ``auto`` always draws the bar."""
+    if value == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    return value
+
+
+def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
+    """Linear warm-up, then per-step cosine from the peak down to ``min_learning_rate``.
+
+    The warm-up is ``warmup_epochs`` epochs when set (the official code: 10),
+    else ``warmup_fraction`` of all steps. The keras.io example builds this
+    schedule and never hands it to the optimizer; here it is applied.
+    """
+    total = int(trainer["epochs"]) * steps_per_epoch
+    if trainer.get("warmup_epochs") is not None:
+        warmup = min(int(trainer["warmup_epochs"]) * steps_per_epoch, total - 1)
+    else:
+        warmup = int(total * float(trainer["warmup_fraction"]))
+    peak = float(trainer["learning_rate"])
+    alpha = float(trainer.get("min_learning_rate") or 0.0) / peak  # floor, as a share of peak
+    if warmup == 0:
+        return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total, alpha=alpha)
+    # the warm-up rises linearly from the floor (0 by default; the official code: 1e-6)
+    return WarmupCosineDecay(
+        float(trainer.get("min_learning_rate") or 0.0), decay_steps=max(total - warmup, 1),
+        warmup_target=peak, warmup_steps=warmup, alpha=alpha)
+
+
+def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
+                  num_classes: int, soft_targets: bool = False) -> keras.Model:
+    """AdamW on the schedule; with ``soft_targets`` (label smoothing, Mixup/CutMix)
+    the loss and metrics take one-hot/soft target rows instead of class ids."""
+    k = min(5, num_classes)
+    if soft_targets:
+        loss = keras.losses.CategoricalCrossentropy(
+            from_logits=True, label_smoothing=float(trainer.get("label_smoothing", 0.0)))
+        metrics = [keras.metrics.CategoricalAccuracy(name="top1"),
+                   keras.metrics.TopKCategoricalAccuracy(k=k, name="top5")]
+    else:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1"),
+                   keras.metrics.SparseTopKCategoricalAccuracy(k=k, name="top5")]
+    model.compile(
+        optimizer=keras.optimizers.AdamW(
+            learning_rate=learning_rate_schedule(trainer, steps_per_epoch),
+            weight_decay=float(trainer["weight_decay"])),
+        loss=loss, metrics=metrics)
+    return model
+
+
+def trainable_count(model: keras.Model) -> int:
+    """Trainable parameters (not the normalisation statistics or other state)."""
+    import numpy as np
+
+    return int(sum(np.prod(w.shape) for w in model.trainable_weights))
+
+
+def protocol_data(data: Dataset, protocol: str) -> Dataset:
+    """``official``: train on the whole training set (the validation split goes
+    back in) and evaluate the test set every epoch; ``holdout``: unchanged."""
+    import numpy as np
+
+    if protocol == "holdout":
+        return data
+    if protocol != "official":
+        raise ValueError(f"trainer.protocol={protocol!r} is not one of holdout, official")
+    return Dataset(data.name, np.concatenate([data.x_train, data.x_val]),
+                   np.concatenate([data.y_train, data.y_val]),
+                   data.x_val[:0], data.y_val[:0], data.x_test, data.y_test, data.class_names)
+
+
+def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path,
+          resume_from: Checkpoint | None = None, progress: EpochMetrics | None = None) -> dict:
+    """Train and evaluate one configuration; returns the measured part of a record.
+
+    With ``resume_from``, training continues after its epoch with its weights,
+    optimizer state (so the schedule continues too) and the layers' random
+    states; the data order is reseeded from the seed and that epoch, so a
+    resumed run is reproducible, though not bit-identical to an unbroken one.
+    Its history, training seconds and earlier resumes carry on, so the
+    record's times cover the whole training. ``progress`` (the per-epoch
+    bookkeeping) may be passed in to read what was done should training raise.
+    """
+    from ablation.data.batches import needs_pipeline, one_hot, soft_targets, training_batches
+
+    trainer = config["trainer"]
+    seed = int(config["seed"])
+    batch = int(trainer["batch_size"])
+    protocol = trainer.get("protocol", "holdout")
+    data = protocol_data(data, protocol)
+    official = protocol == "official"
+    soft = soft_targets(trainer, config.get("augmentation") or {})
+    epochs = progress if progress is not None else EpochMetrics()
+    epochs.tracker = tracker
+    epochs.validation_name = "test" if official else "val"
+    probe = locality.from_config(config, data.x_test, batch)
+    epochs.extras = locality.epoch_extras(probe, config)
+    # Per job: a sweep's jobs in one process may ask for different precisions.
+    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+    if resume_from is None:
+        keras.utils.set_random_seed(seed)
+        model = build_model(config, data.num_classes, data.input_shape,
+                            normalization_data=data.x_train)
+        passes = int(trainer.get("passes_per_epoch", 1))
+        steps_per_epoch = math.ceil(len(data.x_train) * passes / batch)
+        compile_model(model, trainer, steps_per_epoch, data.num_classes, soft_targets=soft)
+        initial_epoch = 0
+    else:
+        model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
+        epochs.restore(resume_from.state)
+        log.info("resuming from the end of epoch %d", initial_epoch)
+    params = int(model.count_params())
+    trainable_params = trainable_count(model)
+    log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
+             data.name, len(data.x_train), len(data.x_val), len(data.x_test),
+             data.input_shape, data.num_classes, f"{params:,}")
+
+    callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
+    if trainer.get("checkpoint", True):
+        callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
+            "wandb_id": tracker.info()["id"], "config": redact(dict(config))}))
+    targets = (lambda y: one_hot(y, data.num_classes)) if soft else (lambda y: y)  # noqa: E731
+    evaluation = (data.x_test, targets(data.y_test)) if official else (
+        data.x_val, targets(data.y_val))
+    if needs_pipeline(trainer, config.get("augmentation") or {}):
+        # repeated passes, Mixup/CutMix and soft targets: ablation.data.batches
+        inputs = dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
+                                         config.get("augmentation") or {}, seed,
+                                         initial_epoch=initial_epoch))
+    else:
+        inputs = dict(x=data.x_train, y=data.y_train, batch_size=batch, shuffle=True)
+    model.fit(
+        **inputs,
+        validation_data=evaluation, validation_batch_size=batch,
+        epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
+        callbacks=callbacks,
+        verbose=keras_verbosity(trainer.get("verbose", "auto")),
+    )
+    train_seconds = epochs.fit_seconds()  # every attempt's, when resumed
+    losses = [row.get("train/loss", math.nan) for row in epochs.history]
+    if not epochs.history or not all(math.isfinite(v) for v in losses):
+        raise TrainingDiverged(
+            f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
+            f"{len(epochs.history)}; lower trainer.learning_rate")
+
+    test = model.evaluate(data.x_test, targets(data.y_test), batch_size=batch, verbose=0,
+                          return_dict=True)
+    val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
+    metrics = {
+        "test_top1": float(test["top1"]),
+        "test_top5": float(test["top5"]),
+        "test_loss": float(test["loss"]),
+        "best_val_top1": max(val_top1) if val_top1 else None,
+        "final_val_top1": val_top1[-1] if val_top1 else None,
+    }
+    if official:  # the official code reports the best epoch's test accuracy
+        rows = [row for row in epochs.history if "test/top1" in row]
+        best = max(rows, key=lambda row: row["test/top1"]) if rows else {}
+        metrics.update(best_test_top1=best.get("test/top1"), best_test_top5=best.get("test/top5"),
+                       best_test_epoch=best.get("epoch"))
+    measured = {
+        "metrics": metrics,
+        "protocol": protocol,
+        "trainable_params": trainable_params,
+        "history": epochs.history,
+        "params": params,
+        "epochs_completed": len(epochs.history),
+        "resumed_from_epoch": initial_epoch or None,
+        "resumed_from_epochs": epochs.resumed_from_epochs,
+        "train_seconds": train_seconds,
+        "train_images_per_s": epochs.images_per_second(
+            len(data.x_train) * int(trainer.get("passes_per_epoch", 1))),
+        "data": {"train": len(data.x_train), "val": len(data.x_val),
+                 "test": len(data.x_test), "input_shape": list(data.input_shape),
+                 "num_classes": data.num_classes},
+    }
+    if probe is not None:  # locality of the final model
+        measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
+        tracker.summarize(locality.summary_metrics(measured["diagnostics"]))
+        tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
+                      step=len(epochs.history))
+    tracker.summarize({
+        "test/top1": measured["metrics"]["test_top1"],
+        "test/top5": measured["metrics"]["test_top5"],
+        "test/loss": measured["metrics"]["test_loss"],
+        "best_val/top1": measured["metrics"]["best_val_top1"],
+        "params": params,
+        "trainable_params": trainable_params,
+        "train_seconds": train_seconds,
+        "train_images_per_s": measured["train_images_per_s"],
+        **({"best_test/top1": metrics["best_test_top1"]} if official else {}),
+    })
+    return measured
