@@ -1,10 +1,20 @@
-"""Shared helpers: compose the real Hydra config, locate the repository."""
+"""Shared helpers and artefacts: the real Hydra config, the command line run as
+a user runs it (or in this process, for refusals), and one smoke sweep that
+every test reading a sweep's outputs shares.
+
+Lanes: ``-m "not slow"`` leaves out what trains a model or runs the command
+line end to end (the ``slow`` marker); the full suite is what CI runs.
+"""
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,10 +55,64 @@ def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subproce
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python run_sweep.py ARGS`` in this process, for input that is refused
+    before anything trains: the exit code and what it printed, as :func:`run_cli`
+    returns them. The environment, working folder, argv, logging and Hydra's
+    global state are put back afterwards. Hydra's logging set-up is skipped: its
+    ``dictConfig`` would close every handler of this process (pytest's too), and
+    a refusal is printed, not logged."""
+    from hydra._internal import logging_config
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ablation.sweep import cli
+
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    os.environ.update(env or {})
+    sys.argv = ["run_sweep.py", *args]
+    os.chdir(ROOT)
+    saved_configure = logging_config.configure_logging
+    logging_config.configure_logging = lambda config: None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        logging_config.configure_logging = saved_configure
+        os.chdir(saved_cwd)
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        GlobalHydra.instance().clear()
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def smoke_overrides(tmp_path: Path, *extra: str) -> list[str]:
     """The smoke experiment, shortened, writing only under ``tmp_path``."""
     return ["experiment=smoke", "trainer.epochs=2", f"results_dir={tmp_path}",
             "trainer.verbose=0", *extra]
+
+
+# The shared smoke sweep: every variant of spt x lsa, 2 epochs, W&B offline.
+SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline"]
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory):
+    """One 4-job smoke sweep through the real command line, made once per
+    session for every test that only reads what a sweep leaves (records, W&B
+    runs, the report). Tests that change it work on a copy."""
+    root = tmp_path_factory.mktemp("smoke_sweep")
+    result = run_cli(*SMOKE_SWEEP, *smoke_overrides(root))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return SimpleNamespace(root=root, result=result, args=[*SMOKE_SWEEP, *smoke_overrides(root)])
 
 
 @pytest.fixture

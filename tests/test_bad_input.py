@@ -1,11 +1,15 @@
-"""Bad input through the real command line: refused before any training, one
+"""Bad input through the command line: refused before any training, one
 clear message naming the key, the value and what is allowed, exit 2, and no
-file or folder left that was not there before (results_dir included)."""
+file or folder left that was not there before (results_dir included).
+
+Refusals made before any job starts are checked in this process (the sweep
+command's ``main``); a few cases, and those found only when a job loads its
+data or Keras, go through the real command line in a subprocess."""
 import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli
+from conftest import run_cli, run_in_process
 from test_data import make_cifar_archive
 
 CASES = {
@@ -77,6 +81,19 @@ def assert_refused(result, message, tmp_path, before=()):
 
 @pytest.mark.parametrize("overrides, message", CASES.values(), ids=CASES.keys())
 def test_bad_value_is_refused_before_training(tmp_path, overrides, message):
+    result = run_in_process("experiment=smoke", f"results_dir={tmp_path}/results",
+                            "wandb.mode=offline", *overrides)
+    assert_refused(result, message, tmp_path)
+
+
+END_TO_END = ["unknown dataset", "switch not a boolean", "typo in a key", "missing image folder"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", END_TO_END)
+def test_bad_value_is_refused_by_the_real_command_line(tmp_path, case):
+    """The same contract in a process of its own, as a user meets it."""
+    overrides, message = CASES[case]
     result = run_cli("experiment=smoke", f"results_dir={tmp_path}/results", "wandb.mode=offline",
                      *overrides)
     assert_refused(result, message, tmp_path)
@@ -89,11 +106,19 @@ def test_bad_value_is_refused_before_training(tmp_path, overrides, message):
     (["trainer.epoch=3,4"], "trainer.epoch is not a config key: did you mean trainer.epochs?"),
 ], ids=["switch", "group option", "name", "typo in a swept key"])
 def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path, overrides, message):
-    result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
-                     "trainer.epochs=1", "lsa=true,false", *overrides)
+    result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                            "trainer.epochs=1", "lsa=true,false", *overrides)
     assert_refused(result, message, tmp_path)
 
 
+@pytest.mark.slow
+def test_bad_value_late_in_a_sweep_is_refused_by_the_real_command_line(tmp_path):
+    result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                     "trainer.epochs=1", "lsa=true,false", "spt=true,maybe")
+    assert_refused(result, "spt='maybe' is not a boolean", tmp_path)
+
+
+@pytest.mark.slow
 def test_class_folder_without_readable_images(tmp_path):
     data = tmp_path / "data"
     (data / "cats").mkdir(parents=True)
@@ -106,6 +131,7 @@ def test_class_folder_without_readable_images(tmp_path):
     assert_refused(result, f"class folder {data}/dogs has no readable images", out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("multirun", [False, True], ids=["single run", "joblib multirun"])
 def test_truncated_cifar_archive(tmp_path, multirun):
     """Found only when the job loads its data, after Hydra made its folders:
@@ -127,6 +153,7 @@ def test_truncated_cifar_archive(tmp_path, multirun):
     assert "re-download it or point dataset.path at a good copy" in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env, keras_json, message", [
     ({"KERAS_BACKEND": "tensorflw"}, None,
      "KERAS_BACKEND=tensorflw is not a Keras backend: use one of tensorflow, jax, torch"),

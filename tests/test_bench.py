@@ -7,6 +7,7 @@ from ablation.bench.__main__ import main as bench_main
 from ablation.bench.sweep import bench_sweep
 
 
+@pytest.mark.slow
 def test_bench_sweep_times_a_real_multirun(capsys):
     bench_sweep(["spt=true", "experiment=smoke", "trainer.epochs=1", "wandb.mode=disabled",
                  "report.after_sweep=false", "diagnostics.enabled=false"], rounds=1, against=None)
@@ -25,6 +26,7 @@ def test_bench_sweep_refuses_a_checkout_without_run_sweep(tmp_path):
         bench_sweep(["spt=true"], rounds=1, against=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_bench_train_concurrent_adds_up_processes_training_at_once(capsys, monkeypatch):
     monkeypatch.setattr("sys.argv", ["bench", "train", "experiment=smoke", "--steps", "2",
                                      "--warmup", "1", "--rounds", "1", "--concurrent", "2"])

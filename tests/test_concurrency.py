@@ -37,6 +37,7 @@ def contended(tmp_path_factory):
     return {"busy": busy, "files": files, "holder_pid": holder.pid, "root": root}
 
 
+@pytest.mark.slow
 def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
     busy = contended["busy"]
     out = busy.stdout + busy.stderr

@@ -87,6 +87,7 @@ def test_truncated_cifar_archive_is_a_clear_error(tmp_path):
         read_cifar(archive, fine=True)
 
 
+@pytest.mark.slow
 def test_cifar_download_failing_offline_stops_before_training(tmp_path):
     # A real download attempt through a proxy that refuses: the network path, no mock.
     refused = "http://127.0.0.1:9"

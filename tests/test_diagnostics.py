@@ -133,6 +133,7 @@ def test_statistics_match_attention_weights_computed_layer_by_layer():
             assert layer[q] == pytest.approx(values, rel=1e-4, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_runs_with_and_without_diagnostics_report_together(tmp_path):
     """An older run (no diagnostics) and a new one share a block; the Locality
     section covers the one that has them and the report still writes."""

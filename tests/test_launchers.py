@@ -9,7 +9,9 @@ import pytest
 from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
-SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline", "trainer.epochs=1"]
+# Two of the shared smoke sweep's jobs, with the same overrides, so its records
+# are the basic launcher's.
+SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
 TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
           "finished_at", "locality/seconds"}
 
@@ -25,19 +27,28 @@ def comparable(record: dict) -> dict:
             "config": config, "run_name": record["run_name"]}
 
 
-def sweep(tmp_path, *launcher):
-    result = run_cli(*SWEEP, *smoke_overrides(tmp_path), *launcher)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+pytestmark = pytest.mark.slow
+
+
+def records_by_name(root) -> dict:
     records = {}
-    for path in find_records(tmp_path):
+    for path in find_records(root):
         record = read_record(path)
         records[record["run_name"]] = (path, record)
     return records
 
 
+def sweep(tmp_path, *launcher):
+    result = run_cli(*SWEEP, *smoke_overrides(tmp_path), *launcher)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return records_by_name(tmp_path)
+
+
 @pytest.fixture(scope="module")
-def basic(tmp_path_factory):
-    return sweep(tmp_path_factory.mktemp("basic"))
+def basic(smoke_sweep):
+    """The basic launcher's spt-s0 and vit-s0: those of the shared smoke sweep."""
+    return {name: found for name, found in records_by_name(smoke_sweep.root).items()
+            if name in ("spt-s0", "vit-s0")}
 
 
 @pytest.mark.parametrize("launcher", [

@@ -267,6 +267,7 @@ print("ok")
 '''
 
 
+@pytest.mark.slow
 def test_fast_paths_compute_the_same_function_on_jax():
     """The equivalence checks above, again on the JAX backend (a fresh process)."""
     pytest.importorskip("jax", reason="the test extra installs jax")

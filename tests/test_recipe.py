@@ -133,6 +133,7 @@ def test_presets_compose():
     assert compose("experiment=paper_tiny_imagenet").dataset.image_size == 64
 
 
+@pytest.mark.slow
 def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(tmp_path):
     from ablation.job import run_job
 

@@ -3,6 +3,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
 
@@ -12,10 +14,9 @@ VARIANTS = {
 }
 
 
-def test_four_job_smoke_sweep_writes_records_and_wandb_runs(tmp_path, wandb_cli):
-    result = run_cli("-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline",
-                     *smoke_overrides(tmp_path))
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_four_job_smoke_sweep_writes_records_and_wandb_runs(smoke_sweep, wandb_cli):
+    """The shared smoke sweep (conftest): ``-m spt=true,false lsa=true,false``, W&B offline."""
+    result, tmp_path = smoke_sweep.result, smoke_sweep.root
     for n, line in enumerate(["spt=on lsa=on temperature=learnable seed=0",
                               "spt=on lsa=off temperature=fixed seed=0",
                               "spt=off lsa=on temperature=learnable seed=0",
@@ -49,7 +50,7 @@ def test_four_job_smoke_sweep_writes_records_and_wandb_runs(tmp_path, wandb_cli)
         assert seen["summary"]["params"] == record["params"]
         assert ("temperature/block_0" in seen["summary"]) is switches[2]
         assert len(seen["history_records"]) == 2
-        # locality diagnostics (issue 10): per epoch, per layer, and the summary
+        # locality diagnostics: per epoch, per layer, and the summary
         assert record["diagnostics"]["probe_images"] > 0
         assert len(record["diagnostics"]["layers"]) == record["config"]["model"]["depth"]
         assert (run_dir / "attention_maps.npz").is_file()

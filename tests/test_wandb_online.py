@@ -1,4 +1,5 @@
 """W&B online without network or credentials: offline fallback, bounded, no secrets leaked."""
+import pytest
 import http.server
 import threading
 import time
@@ -17,6 +18,7 @@ def online_sweep(tmp_path, env, *extra):
     return result, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path, wandb_cli):
     result, seconds = online_sweep(
         tmp_path / "out", {"WANDB_API_KEY": PLANTED_ENV, "WANDB_BASE_URL": "http://127.0.0.1:9"},
@@ -51,6 +53,7 @@ class Unauthorized(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_no_credentials_falls_back_to_offline(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unauthorized)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("bench jobs: --jobs must be >= 1")
         bench_jobs(args.overrides, args.jobs)
     elif args.what == "augment":
-        from ablation.bench.train import bench_augment
+        from ablation.bench.augment import bench_augment
 
         bench_augment(args.overrides, args.batch, args.steps)
     elif args.what == "diagnostics":

@@ -46,8 +46,6 @@ EPOCH_QUANTITIES = ("mean_distance_px", "normalized_entropy")
 PREFIX = "locality"
 
 
-# --- the probe set -----------------------------------------------------------
-
 def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
     """The first ``count`` of a fixed permutation of the test split.
 
@@ -57,8 +55,6 @@ def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
     """
     return np.random.default_rng(seed).permutation(num_test)[:min(int(count), num_test)]
 
-
-# --- geometry ------------------------------------------------------------------
 
 def blocks(model: keras.Model) -> list[TransformerBlock]:
     """The model's transformer blocks, in depth order."""
@@ -84,8 +80,6 @@ def map_blocks(depth: int) -> list[int]:
     """First, middle and last block (fewer when the model is shallower)."""
     return sorted({0, depth // 2, depth - 1})
 
-
-# --- the measures, from attention weights ---------------------------------------
 
 def query_sums(weights, distances, num_prefix: int, masked: bool) -> dict:
     """Per-image, per-head sums over queries of (batch, heads, N, N) attention weights.
@@ -130,8 +124,6 @@ def per_head_means(sums: Mapping, num_tokens: int, num_patches: int) -> dict[str
         out[q] = [float(v) for v in np.asarray(sums[q], np.float64).mean(axis=0) / per_query]
     return out
 
-
-# --- running a model ------------------------------------------------------------
 
 class BlockStatistics(keras.layers.Layer):
     """One block's attention statistics from its input tokens, with the block's own layers.

@@ -1,0 +1,97 @@
+"""The package's shape: imports point one way, the config side loads no Keras,
+modules stay small, and one list decides which overrides name a job folder."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ablation.config import compose, folder_suffix
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ablation"
+# The flow of a run, lowest first: a subpackage imports only those before it.
+LAYERS = ["config", "runtime", "runs", "augment", "model", "data", "train", "job", "report",
+          "sweep", "bench"]
+MAX_LINES = 300
+
+
+def imported_subpackages(path: Path) -> set[str]:
+    """The ``ablation.<subpackage>`` names a module imports, lazily or not."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] if node.module != "ablation" else [
+                f"ablation.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found |= {n.split(".")[1] for n in names if n.startswith("ablation.")}
+    return found
+
+
+def test_every_subpackage_is_in_the_layer_order():
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(LAYERS) | {"report"}  # report is a layer too
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"], \
+        "every module belongs to a subpackage"
+
+
+def test_imports_point_one_way():
+    """No subpackage imports one later in the flow: no circles between stages."""
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        here = path.relative_to(PACKAGE).parts[0]
+        if here not in LAYERS:
+            continue
+        for other in imported_subpackages(path) - {here}:
+            if other in LAYERS and LAYERS.index(other) > LAYERS.index(here):
+                wrong.append(f"{path.relative_to(PACKAGE)} imports ablation.{other}")
+    assert not wrong, wrong
+
+
+def test_modules_are_small_or_say_why():
+    long = [f"{p.relative_to(PACKAGE)}: {n} lines" for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES
+            and f"over {MAX_LINES} lines" not in (ast.get_docstring(ast.parse(p.read_text())) or "")]
+    assert not long, long
+
+
+def test_config_records_preflight_and_report_load_no_keras_tensorflow_or_wandb():
+    """In a fresh interpreter: what the command line, the records and the reporter
+    need imports none of the heavy libraries (they load only where a job trains)."""
+    code = ("import sys, ablation.config, ablation.runs, ablation.runs.record, "
+            "ablation.runs.schema, ablation.sweep.preflight, ablation.report; "
+            "print(sorted(m for m in ('keras', 'tensorflow', 'wandb', 'jax', 'torch') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("override, named", [
+    ("trainer.learning_rate=0.1", True),
+    ("dataset=digits", True),
+    ("+model.extra=1", True),
+    ("seed=3", False),
+    ("name=other", False),
+    ("run_name=mine", False),
+    ("experiment=smoke", False),
+    ("wandb.mode=disabled", False),
+    ("+wandb.tags=[a,b]", False),
+    ("report.plots=false", False),
+    ("gpu.share_memory=false", False),
+    ("diagnostics.probe_images=8", False),
+    ("dataset.path=/x", False),
+    ("trainer.verbose=0", False),
+    ("+trainer.data_workers=2", False),
+])
+def test_only_settings_name_a_job_folder(override, named):
+    """One list says which keys are not settings (ablation.config.settings); the job
+    folder's name is derived from it, not from a second list in config.yaml."""
+    cfg = compose([override], hydra_config=True)
+    suffix = folder_suffix(cfg.hydra.job.override_dirname)
+    assert (suffix == f"_{override}") if named else suffix == ""
+    assert "exclude_keys" not in (PACKAGE.parent / "conf" / "config.yaml").read_text()
