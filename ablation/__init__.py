@@ -1,9 +1,11 @@
 """vit-ablation: how much each locality trick buys a ViT trained from scratch.
 
-The three switches of Lee, Lee & Song (arXiv 2112.13492) are config keys
+The three switches of Lee, Lee & Song (arXiv 2112.13492) are the config keys
 ``spt``, ``lsa`` and ``learnable_temperature``; the layers implementing them
-are in :mod:`ablation.layers` (SPT) and :mod:`ablation.attention` (LSA,
-temperature), and :func:`ablation.model.build_model` is the
-one place they reach the model.
+are :mod:`ablation.model.tokenizer` (SPT) and :mod:`ablation.model.attention`
+(LSA mask, temperature), and :func:`ablation.model.build_model` is the one
+place they reach the model. The subpackages follow the flow of a run:
+config -> sweep -> job -> train (data, augment, model) -> runs (record, W&B)
+-> report; docs/development.md draws the layout.
 """
 __version__ = "0.1.0"
