@@ -150,7 +150,7 @@ def _time_sweep(root: Path, overrides: list[str]) -> dict:
 
 
 def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]  # the checkout holding run_sweep.py
     sides = {"project": here}
     if against:
         if not (Path(against) / "run_sweep.py").is_file():

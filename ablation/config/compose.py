@@ -64,6 +64,7 @@ def compose_config(overrides=()) -> dict:
     overrides; :class:`ConfigError` (one line) where it would refuse them."""
     from omegaconf import OmegaConf
 
+    register_resolvers()
     check_group_options(list(overrides), conf_dir())
     check_composes(list(overrides), conf_dir())
     return OmegaConf.to_container(compose(overrides), resolve=True)
@@ -129,6 +130,7 @@ def check_composes(args: list[str], folder: str | Path) -> None:
     from hydra.errors import OverrideParseException
     from omegaconf import OmegaConf
 
+    register_resolvers()
     try:
         parsed_args, _ = get_args_parser().parse_known_args(args)
     except SystemExit:
