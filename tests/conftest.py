@@ -65,9 +65,9 @@ def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedP
     from hydra._internal import logging_config
     from hydra.core.global_hydra import GlobalHydra
 
-    from ablation.sweep import cli
-
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    from ablation.sweep import cli  # its import sets TF_CPP_MIN_LOG_LEVEL: put back below
+
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     out, err, code = io.StringIO(), io.StringIO(), 0

@@ -1,4 +1,4 @@
-"""Locality diagnostics against answers worked out independently (issue 10)."""
+"""Locality diagnostics against answers worked out independently."""
 import itertools
 import json
 import math

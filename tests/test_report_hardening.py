@@ -1,5 +1,5 @@
-"""The reporter against confounded designs, hostile records and concurrent reports
-(issue 7 review): hand-written records, in process."""
+"""The reporter against confounded designs, hostile records and concurrent reports:
+hand-written records, in process."""
 import logging
 import os
 import re

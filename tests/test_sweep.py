@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
+
+pytestmark = pytest.mark.slow
 
 VARIANTS = {
     (True, True, True): "spt+lsa+temp", (True, False, False): "spt",

@@ -150,7 +150,7 @@ def test_short_real_run_on_fashion_mnist(tmp_path):
 def test_finished_jobs_graphs_are_released():
     """TensorFlow keeps one gradient-registry entry per traced custom gradient
     (the optimizer's all_reduce), each holding a whole train step: a process
-    running several jobs grew by ~75 MB per job until they were released.
+    running several jobs grew by a train step per job until they were released.
     Only the entries made since the snapshot go; earlier ones stay."""
     import keras
     if keras.backend.backend() != "tensorflow":
@@ -207,7 +207,7 @@ print("ok")
 @pytest.mark.slow
 def test_imports_are_left_out_of_collections_and_jobs_garbage_is_not():
     """run_sweep freezes what the imports made (each full collection walked it,
-    ~0.25 s, and ~1.3 s at exit); what a job makes must still be freed."""
+    and once more at exit); what a job makes must still be freed."""
     result = subprocess.run([sys.executable, "-c", FREEZE, str(ROOT)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
@@ -305,8 +305,8 @@ print(jax.numpy.zeros(2).shape)
 ])
 def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded,
                                                    jax_loaded):
-    """TensorFlow's tf.lite imports JAX for a converter no job uses (~0.5 s and
-    ~100 MB per process): hidden while Keras loads TensorFlow, never when Keras
+    """TensorFlow's tf.lite imports JAX for a converter no job uses (start-up time and
+    memory per process): hidden while Keras loads TensorFlow, never when Keras
     is set to load JAX, and importable afterwards in every case."""
     pytest.importorskip("jax")
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}

@@ -28,8 +28,9 @@ PRESET_GROUP = "experiment"
 
 
 def is_setting(key: str) -> bool:
-    """True for a dotted config key that defines what is trained."""
-    return key not in NOT_A_SETTING and not key.startswith(NOT_A_SETTING_PREFIXES)
+    """True for a dotted config key that defines what is trained (``wandb`` as a
+    whole, like ``wandb.mode``, does not)."""
+    return key not in NOT_A_SETTING and not f"{key}.".startswith(NOT_A_SETTING_PREFIXES)
 
 
 def names_job_folder(key: str) -> bool:

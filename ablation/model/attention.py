@@ -9,9 +9,8 @@ to the explicit one, on TensorFlow and JAX; docs/performance.md has the
 measurements): the key and output projections are folded into weight
 products when a head is as wide as a token
 (:mod:`ablation.model.folded_attention`). Only public ``keras.ops`` are
-used, and nothing touches private ``MultiHeadAttention`` methods (the keras.io
-example's override of ``_compute_attention`` broke when its signature changed
-in Keras 3.9).
+used, and nothing touches private ``MultiHeadAttention`` methods (whose
+signatures change between Keras versions).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ def keep_mask(shape, rate: float, seed_generator):
     """A boolean mask, True with probability 1 - ``rate``, for dropout.
 
     Random number generation dominates dropout's cost on a CPU (TensorFlow's
-    Philox makes one 32-bit draw per element, ~5 ns each here), so each
+    Philox makes one 32-bit draw per element), so each
     31-bit random integer decides two neighbouring elements. Viewed as two
     signed 16-bit numbers (a view, no copy), its low half is uniform over
     2**16 values and its high half below 2**15; each is compared with
@@ -68,9 +68,9 @@ class FastDropout(layers.Layer):
         # as keras.layers.Dropout: a generator (checkpointed state) only when it draws
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         # Nothing to build: built now, as Keras's own Dropout is. Nested in a
-        # block and left unbuilt, it made JAX's predict_on_batch (the locality
-        # probe) run the whole model eagerly first, op by op: ~180 one-op
-        # programs compiled, 12 s on an H100.
+        # block and left unbuilt, it would make JAX's predict_on_batch (the
+        # locality probe) run the whole model eagerly first, compiling every
+        # operation on its own.
         self.built = True
 
     def call(self, x, training=None):

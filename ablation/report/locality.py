@@ -1,6 +1,6 @@
 """The report's Locality section: is the attention more local with SPT and LSA?
 
-Reads each run's ``diagnostics`` (see :mod:`ablation.diagnostics`) and its
+Reads each run's ``diagnostics`` (see :mod:`ablation.train.locality`) and its
 ``attention_maps.npz``; runs without them (older records, or
 ``diagnostics.enabled=false``) are simply left out of this section. Gives:
 
@@ -10,7 +10,7 @@ Reads each run's ``diagnostics`` (see :mod:`ablation.diagnostics`) and its
   accuracy (:func:`ablation.report.stats.paired_gap`);
 - :func:`locality_effects`: the switches' factorial effects on both
   (:func:`ablation.report.stats.factorial_effects`);
-- three figures: distance and entropy per layer (each head a dot, one colour
+- the figures (:mod:`ablation.report.locality_plots`): distance and entropy per layer (each head a dot, one colour
   per variant), and centre-patch attention maps over the probe images.
 """
 from __future__ import annotations
@@ -211,6 +211,3 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                     r"\bottomrule", r"\end{tabular}"]
         out += [r"\end{table}", ""]
     return "\n".join(out)
-
-
-# --- figures ---------------------------------------------------------------------

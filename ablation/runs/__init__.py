@@ -1,9 +1,9 @@
-"""One run's life on disk: the job lifecycle (:mod:`ablation.runs.job`), its
-record and schema, the folder's lock, file writing, and its W&B run.
+"""What a run leaves on disk and in W&B: its record and schema, the folder's
+lock, file writing, and its W&B run (:mod:`ablation.runs.tracking`). The job
+lifecycle that uses them is :mod:`ablation.job`.
 
 Importing this package, the record, the schema, the lock or the files loads
-neither Keras nor wandb; :mod:`ablation.runs.job` and
-:mod:`ablation.runs.tracking` are imported by name where a job runs.
+neither Keras nor wandb (wandb is imported only when a W&B run opens).
 """
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock

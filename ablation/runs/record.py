@@ -46,7 +46,7 @@ def write_record(directory: str | Path, record: dict) -> Path:
     The record is checked against the schema first (what is checked is the
     JSON written), so a record the reporter would refuse is never written:
     :class:`RecordError` names the field. The file gets the mode every other
-    output gets (:func:`output_mode`), not ``mkstemp``'s private 0600.
+    output gets (:func:`ablation.runs.files.output_mode`), not ``mkstemp``'s private 0600.
     """
     directory = Path(directory)
     text = json.dumps(_finite(record), indent=2, allow_nan=False, default=str)

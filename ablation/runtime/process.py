@@ -11,11 +11,10 @@ _frozen = False
 def freeze_imported_objects() -> None:
     """Leave the objects made by the imports out of every later garbage collection.
 
-    TensorFlow and Keras leave about half a million Python objects behind
-    their import. Every full collection walks them all (~0.25 s here): one
-    runs around each job, at interpreter exit (~1.3 s for a process that
-    trained) and whenever tracing allocates enough, yet almost none of them
-    ever becomes garbage (the few that do stay, a bounded one-off). Called
+    TensorFlow and Keras leave hundreds of thousands of Python objects behind
+    their import. Every full collection walks them all: one runs around each
+    job, at interpreter exit and whenever tracing allocates enough, yet almost
+    none of them ever becomes garbage (the few that do stay, a bounded one-off). Called
     once per process, after the imports and before the first job, so that
     what jobs create is still collected as usual.
     """
@@ -47,8 +46,8 @@ def release_finished_graphs(existing: set) -> int:
     every ``custom_gradient`` it traces (``tf.distribute``'s ``all_reduce``
     in the optimizer step uses one), under a unique name that is never
     removed; each entry's closure keeps the whole traced train step alive,
-    so a process running several jobs (the basic launcher) grew by about 75
-    MB per job. Only entries registered since ``existing`` (taken with
+    so a process running several jobs (the basic launcher) would grow by a
+    whole train step per job. Only entries registered since ``existing`` (taken with
     :func:`custom_gradient_names` when the job started) are removed, once the
     job's model and functions are gone. Returns how many (0 on other backends).
     """

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"
 
 # Job folders of the sweeps this process started, by sweep folder: SweepEnd
-# needs them, and composing every job's config again costs ~0.2 s a job.
+# needs them, and composing every job's config again costs time per job.
 _job_folders: dict[str, list[Path]] = {}
 
 

@@ -136,3 +136,7 @@ def main() -> None:
         print_refusal(e.message)
         remove_all_created()
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
