@@ -108,7 +108,8 @@ def explain(error: BaseException, valid_keys=()) -> str | None:
         close = difflib.get_close_matches(key, list(valid_keys), n=2, cutoff=0.8)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         return (f"{key} is not a config key{':' if hint else ''} {hint}(to add a new key, "
-                f"use +{key}=...; python run_sweep.py --cfg job lists them all)")
+                f"use +{key}=...; vit-ablation --cfg job, or python run_sweep.py --cfg job, "
+                f"lists them all)")
     if isinstance(cause, InterpolationResolutionError) or (
             isinstance(cause, OmegaConfBaseException) and "interpolation" in first.lower()):
         key = getattr(cause, "full_key", None) or "a value"
