@@ -244,4 +244,5 @@ def test_data_locations_never_name_job_folders():
 
     cfg = compose(["dataset=fashion_mnist", "dataset.search_paths=[/a/b,/c]",
                    "dataset.path=/x/y", "trainer.epochs=2"], hydra_config=True)
-    assert folder_suffix(cfg.hydra.job.override_dirname) == "_dataset=fashion_mnist,trainer.epochs=2"
+    suffix = folder_suffix(cfg.hydra.job.override_dirname)
+    assert suffix == "_dataset=fashion_mnist,trainer.epochs=2"

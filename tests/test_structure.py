@@ -55,7 +55,8 @@ def test_imports_point_one_way():
 def test_modules_are_small_or_say_why():
     long = [f"{p.relative_to(PACKAGE)}: {n} lines" for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_LINES
-            and f"over {MAX_LINES} lines" not in (ast.get_docstring(ast.parse(p.read_text())) or "")]
+            and f"over {MAX_LINES} lines"
+            not in (ast.get_docstring(ast.parse(p.read_text())) or "")]
     assert not long, long
 
 
