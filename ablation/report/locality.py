@@ -11,7 +11,8 @@ Reads each run's ``diagnostics`` (see :mod:`ablation.train.locality`) and its
 - :func:`locality_effects`: the switches' factorial effects on both
   (:func:`ablation.report.stats.factorial_effects`);
 - the figures (:mod:`ablation.report.locality_plots`): distance and entropy
-  per layer (each head a dot, one colour per variant), and centre-patch attention maps over the probe images.
+  per layer (each head a dot, one colour per variant), and centre-patch
+  attention maps over the probe images.
 """
 from __future__ import annotations
 
