@@ -76,12 +76,10 @@ def main(argv: list[str] | None = None) -> None:
 
         bench_report(args.records, args.plots)
     elif args.what == "sweep":
-        from ablation.bench.sweep import bench_sweep
+        from ablation.bench.sweep import DEFAULT_SWEEP, bench_sweep
 
         if args.rounds < 1:
             raise SystemExit("bench sweep: --rounds must be >= 1")
-        from ablation.bench.sweep import DEFAULT_SWEEP
-
         bench_sweep(args.overrides or DEFAULT_SWEEP, args.rounds, args.against)
     elif args.what == "jobs":
         from ablation.bench.sweep import bench_jobs

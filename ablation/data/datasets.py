@@ -8,7 +8,6 @@ backend-neutral: augmentation runs inside the model (see
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,6 @@ import numpy as np
 
 from ablation.data.formats import (DataError, class_folders, one_line, read_cifar,
                                    read_idx_folder, read_image_tree)
-
-log = logging.getLogger(__name__)
 
 
 @dataclass

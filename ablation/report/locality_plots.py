@@ -1,7 +1,6 @@
 """Locality figures: a quantity per layer for each variant, and attention maps."""
 from __future__ import annotations
 
-import logging
 import textwrap
 from pathlib import Path
 
@@ -13,8 +12,6 @@ from ablation.report.locality import with_diagnostics
 from ablation.report.plots import pyplot, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
-
-log = logging.getLogger(__name__)
 
 
 # One fixed colour per variant, the same in every figure (the paper's four stand apart).
