@@ -35,9 +35,10 @@ from ablation.data import DataError, load_dataset_cached
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
-                                  earlier_run, write_record)
+                                  earlier_run, read_state, write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
+from ablation.runtime.signals import stop_name
 from ablation.train.checkpoint import load_checkpoint
 from ablation.train.checkpoint import remove as remove_checkpoint
 from ablation.train.epoch_metrics import EpochMetrics
@@ -92,11 +93,14 @@ def base_record(config: Mapping) -> dict:
     }
 
 
-def failed(record: dict, error: BaseException, progress: EpochMetrics | None = None) -> dict:
+def failed(record: dict, error: BaseException, progress: EpochMetrics | None = None,
+           resume_epoch: int | None = None) -> dict:
     """Mark ``record`` failed with ``error``, keeping the epochs done before it.
 
     ``epochs_completed`` and ``history`` count the epochs whose loss was
-    finite (those a rerun resumes from), not the one that diverged.
+    finite (those a rerun resumes from), not the one that diverged. A stop
+    (a signal, Ctrl-C) is ``interrupted``, not failed: its message says which
+    epoch the rerun resumes from (``resume_epoch``, the last checkpoint's).
     """
     kept = []
     for row in (progress.history if progress else []):
@@ -104,11 +108,13 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
             break
         kept.append(row)
     resumed = progress.resumed_from_epochs if progress else []
-    message = f"{type(error).__name__}: {error}"
-    if isinstance(error, KeyboardInterrupt):  # Ctrl-C: say how to go on, not an empty message
-        message = (f"KeyboardInterrupt: interrupted after epoch {len(kept)}; rerun the same "
-                   f"command to resume from its last checkpoint")
-    record.update(status="failed", error=message,
+    status, message = "failed", f"{type(error).__name__}: {error}"
+    if isinstance(error, KeyboardInterrupt):
+        status = "interrupted"
+        start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
+        message = (f"interrupted by {stop_name(error)} after epoch {len(kept)}; rerun the "
+                   f"same command to resume {start}")
+    record.update(status=status, error=message,
                   traceback="".join(traceback.format_exception(error)),
                   history=kept, epochs_completed=len(kept),
                   resumed_from_epochs=resumed, resumed_from_epoch=resumed[-1] if resumed else None,
@@ -192,6 +198,9 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
         raise
     except (ConfigError, DataError):
         raise  # refused input: the whole command stops with exit 2, and leaves nothing
+    except KeyboardInterrupt as e:
+        on_outcome("interrupted", stop_name(e))
+        raise
     except BaseException as e:
         on_outcome("failed", f"{type(e).__name__}: {e}")
         raise
@@ -254,7 +263,8 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
                                 progress=progress))
             record["status"] = "completed"
     except BaseException as e:
-        failed(record, e, progress)
+        state = read_state(checkpoint_dir) if isinstance(e, KeyboardInterrupt) else None
+        failed(record, e, progress, resume_epoch=int(state["epoch"]) if state else None)
         raise
     finally:
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -22,7 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 from ablation.config.validate import WANDB_MODES
 
 SCHEMA_VERSION = 1
-STATUSES = ("completed", "failed")
+STATUSES = ("completed", "failed", "interrupted")
 
 Number = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
 Fraction = Annotated[Number, Field(ge=0, le=1)]
@@ -76,7 +76,7 @@ class Wandb(_Open):
 
 class Record(_Open):
     schema_: Literal[1] = Field(alias="schema")
-    status: Literal["completed", "failed"]
+    status: Literal[STATUSES]
     switches: Switches
     dataset: Name
     model: Name

@@ -1,9 +1,10 @@
 """Weights & Biases, one run per job, and nothing at all when disabled.
 
-wandb is imported only when ``wandb.mode`` is not ``disabled``. The run is
-opened as a context manager so a job that raises marks its W&B run failed
-and finishes it: otherwise the next job in the same Hydra process would get
-the same run back from ``wandb.init()`` and its metrics would leak into it.
+wandb is imported only when ``wandb.mode`` is not ``disabled``. A job that
+raises marks its W&B run failed (or, stopped by a signal or Ctrl-C,
+preempted) and finishes it: otherwise the next job in the same Hydra process
+would get the same run back from ``wandb.init()`` and its metrics would leak
+into it.
 
 A resumed job continues its run under the same id and the run gets the whole
 per-epoch history, once: the checkpoint's rows are replayed with their epoch
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 
 from ablation.config.secrets import scrub_text
 from ablation.runs.files import set_aside
+from ablation.runtime.signals import exit_code
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +191,27 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         reinit="finish_previous",
         **({"id": run_id, "resume": "allow"} if run_id else {}),
     )
-    with run:
+    # Not ``with run:``: its exit prints the whole traceback on the terminal.
+    try:
         yield WandbTracker(run, output_dir)
+    except BaseException as e:
+        finish_stopped(run, e)
+        raise
+    run.finish()
+
+
+def finish_stopped(run, error: BaseException) -> None:
+    """Finish a W&B run that ``error`` ended: a failure (exit code 1), or a stop
+    (a signal, Ctrl-C) marked as preempting, with the signal's exit code: W&B's
+    own state for a run that can be resumed."""
+    code = 1
+    if isinstance(error, KeyboardInterrupt):
+        code = exit_code(error)
+        try:
+            run.mark_preempting()
+        except Exception as e:  # noqa: BLE001 - the run is still finished below
+            log.debug("W&B mark_preempting failed: %r", e)
+    run.finish(exit_code=code)
 
 
 def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,

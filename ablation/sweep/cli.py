@@ -31,6 +31,7 @@ from ablation.runs.record import RECORD_FILENAME  # noqa: E402
 from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
 from ablation.runtime.process import freeze_imported_objects  # noqa: E402
+from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa: E402
 from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
@@ -99,8 +100,11 @@ def job(cfg: DictConfig) -> float | None:
     freeze_imported_objects()
 
     try:
-        record = run_job(cfg, output_dir,
-                         on_outcome=functools.partial(outcomes.report, output_dir))
+        with interruptible():
+            record = run_job(cfg, output_dir,
+                             on_outcome=functools.partial(outcomes.report, output_dir))
+    except KeyboardInterrupt as e:
+        raise stopped(e, cfg, output_dir) from None
     except JobBusy as e:
         log.warning("%s", e)  # one line naming the holder; nothing trained or written
         return None
@@ -121,14 +125,42 @@ def job(cfg: DictConfig) -> float | None:
     return metrics["test_top1"]
 
 
+def log_to_files_only(message: str, error: BaseException) -> None:
+    """Write ``message`` and ``error``'s traceback to the job's log file, not the terminal."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, (),
+                            (type(error), error, error.__traceback__))
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
+def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> SystemExit:
+    """A job stopped by a signal or Ctrl-C: one line on the terminal (what its
+    record says), the traceback in the job's log; the exit status ``128 + signal``."""
+    from ablation.runs.record import RecordError, read_record
+
+    try:
+        line = read_record(os.path.join(output_dir, RECORD_FILENAME))["error"]
+    except (RecordError, KeyError):
+        line = f"interrupted by {stop_name(error)}; rerun the same command to resume"
+    log_to_files_only(f"{cfg.run_name}: {line}", error)
+    print(f"{cfg.run_name}: {line}", file=sys.stderr, flush=True)
+    return SystemExit(exit_code(error))
+
+
 def main() -> None:
     """The command: checks the command line, then runs Hydra (``vit-ablation``)."""
     # A secret-named override's value is never needed: hide it from Hydra,
     # its saved files, its job lines, folder names and wandb's copy of argv.
     sys.argv = redact_argv(sys.argv)
     try:
-        check_command_line(sys.argv[1:], CONF_DIR)
-        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
+        with interruptible():
+            check_command_line(sys.argv[1:], CONF_DIR)
+            hydra.main(version_base="1.3", config_path=str(CONF_DIR),
+                       config_name="config")(job)()
+    except KeyboardInterrupt as e:  # between jobs, or before the first
+        print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
+        sys.exit(exit_code(e))
     except ConfigError as e:
         print_refusal(e)
         sys.exit(2)

@@ -31,7 +31,7 @@ from ablation.runs.files import atomic_write
 
 OUTCOMES_ENV = "VIT_ABLATION_SWEEP_OUTCOMES"
 SWEEPS_DIR = ".sweeps"  # hidden: the reporter does not look inside
-STATUSES = ("completed", "skipped", "busy", "failed")
+STATUSES = ("completed", "skipped", "busy", "failed", "interrupted")
 
 
 _NAME = re.compile(r"^\d{8}-\d{6}-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)-[0-9a-f]{8}$")

@@ -1,0 +1,94 @@
+"""Preemption signals turned into the exception Ctrl-C raises, so every stop is one path.
+
+Slurm and most schedulers stop a job with SIGTERM (and, through submitit's
+``--signal``, SIGUSR2 shortly before a time limit). Python's default for
+SIGTERM ends the process on the spot: no record, no line, a W&B run left
+"running". Inside :func:`interruptible`, SIGTERM raises :class:`Interrupted`
+(a ``KeyboardInterrupt``) in the main thread instead, so the epoch in flight
+is given up and the job ends exactly as after Ctrl-C: the record says
+``interrupted`` with the epoch to resume from, the W&B run is finished as
+preempted, and the process exits with ``128 + signal`` (143 for SIGTERM, 130
+for Ctrl-C), the shell's and the schedulers' convention.
+
+A handler already installed in Python (submitit's, which requeues the Slurm
+job) runs first; its ``SystemExit`` is replaced by :class:`Interrupted`, so the
+job still writes its record before the process ends. Only the first signal
+raises: a second one during the clean-up is noted and ignored (the scheduler's
+SIGKILL follows its grace time anyway).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+
+log = logging.getLogger(__name__)
+
+# SIGTERM always; SIGUSR2 only where a launcher (submitit) already handles it.
+PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+_active = False  # an outer interruptible() block already handles them
+
+
+class Interrupted(KeyboardInterrupt):
+    """The job was stopped by a signal (a scheduler's preemption or time limit)."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(signal.Signals(self.signum).name)
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def exit_code(error: BaseException) -> int:
+    """The conventional exit status for a stop: ``128 + signal number``."""
+    if isinstance(error, Interrupted):
+        return 128 + error.signum
+    return 128 + signal.SIGINT
+
+
+def stop_name(error: BaseException) -> str:
+    """``SIGTERM`` for a signal, ``Ctrl-C`` for a keyboard interrupt."""
+    return error.signal_name if isinstance(error, Interrupted) else "Ctrl-C"
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within the block, preemption signals raise :class:`Interrupted`."""
+    global _active
+    if _active or threading.current_thread() is not threading.main_thread():
+        yield  # already handled further out; or not the main thread, which alone gets signals
+        return
+    raised = False
+    previous = {}
+
+    def handler(signum, frame):
+        nonlocal raised
+        earlier = previous.get(signum)
+        if callable(earlier):
+            try:
+                earlier(signum, frame)
+            except (SystemExit, Exception) as e:  # submitit requeues, then exits
+                log.debug("the launcher's %s handler ended with %r", signal.Signals(signum).name, e)
+        if raised:
+            log.warning("%s received again while stopping: ignored", signal.Signals(signum).name)
+            return
+        raised = True
+        raise Interrupted(signum)
+
+    _active = True
+    for signum in PREEMPTION_SIGNALS:
+        current = signal.getsignal(signum)
+        if signum != signal.SIGTERM and not callable(current):
+            continue
+        previous[signum] = current
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        _active = False
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier if earlier is not None else signal.SIG_DFL)

@@ -1,0 +1,110 @@
+"""A job stopped by SIGTERM (a scheduler's preemption) or Ctrl-C: one line, an
+``interrupted`` record, a W&B run finished as preempting, the conventional exit
+status, and a rerun that resumes; the signal hand-over a launcher relies on."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ablation.runs.record import find_records, read_record
+from ablation.runtime.signals import Interrupted, exit_code, interruptible
+from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
+
+ARGS = ["lsa=false", "spt=false", "wandb.mode=offline"]
+
+
+def _stop_after_epoch(args, job, epoch, signum):
+    """Start the command, send ``signum`` once ``job``'s checkpoint holds ``epoch``;
+    its exit status, stdout and stderr."""
+    state = job / "checkpoint" / "state.json"
+    proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(state.read_text())["epoch"] >= epoch:
+                break
+        except (OSError, ValueError):
+            pass
+        assert proc.poll() is None, "the job ended before it could be stopped"
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_stop_with_one_line_and_the_rerun_resumes(tmp_path, wandb_cli):
+    args = [*ARGS, *smoke_overrides(tmp_path, "trainer.epochs=16")]
+    job = tmp_path / "smoke" / "vit-s0_trainer.epochs=2,trainer.epochs=16"  # the later wins
+    state = job / "checkpoint" / "state.json"
+
+    code, out, err = _stop_after_epoch(args, job, 1, signal.SIGTERM)
+    assert code == 128 + signal.SIGTERM
+    lines = [line for line in err.splitlines() if not line.startswith("wandb:")]
+    assert len(lines) == 1 and "Traceback" not in err + out, err[-3000:]
+    assert lines[0].startswith("vit-s0: interrupted by SIGTERM after epoch ")
+    record = read_record(job / "run.json")
+    assert record["status"] == "interrupted" and record["epochs_completed"] >= 1
+    stopped_at = json.loads(state.read_text())["epoch"]
+    assert record["error"].endswith(f"resume from epoch {stopped_at}")
+    assert lines[0] == f"vit-s0: {record['error']}"
+    assert "Traceback" in (job / "run_sweep.log").read_text()  # kept, in the job's log
+    (run_dir,) = job.glob("wandb/offline-run-*")
+    seen = wandb_inspect(wandb_cli, run_dir)
+    assert seen["exit_code"] == 143
+    stream = subprocess.run([wandb_cli, "leet", "inspect", str(run_dir), "--json"],
+                            capture_output=True, text=True, check=True).stdout
+    assert any(json.loads(x).get("type") == "preempting" for x in stream.splitlines() if x)
+
+    code, out, err = _stop_after_epoch(args, job, stopped_at + 1, signal.SIGINT)
+    assert code == 128 + signal.SIGINT
+    lines = [line for line in err.splitlines() if not line.startswith("wandb:")]
+    assert len(lines) == 1 and "Traceback" not in err + out, err[-3000:]
+    assert lines[0].startswith("vit-s0: interrupted by Ctrl-C after epoch ")
+    second = read_record(job / "run.json")
+    assert second["status"] == "interrupted" and second["resumed_from_epochs"] == [stopped_at]
+
+    done = run_cli(*args)  # the same command again
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = [read_record(p) for p in find_records(tmp_path)]
+    assert record["status"] == "completed" and record["epochs_completed"] == 16
+    assert len(record["resumed_from_epochs"]) == 2 and record["resumed_from_epochs"][0] == stopped_at
+    assert [row["epoch"] for row in record["history"]] == list(range(1, 17))
+
+
+def test_preemption_signal_raises_after_the_launchers_own_handler():
+    """submitit requeues the Slurm job in its SIGUSR2 handler and then exits: the
+    job must still see the stop as an interruption, so its record is written."""
+    calls = []
+
+    def launcher_handler(signum, frame):
+        calls.append(signum)
+        raise SystemExit(-1)
+
+    previous = signal.signal(signal.SIGUSR2, launcher_handler)
+    try:
+        with pytest.raises(Interrupted) as stop, interruptible():
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(1)  # the handler runs at the next bytecode
+        assert calls == [signal.SIGUSR2]
+        assert exit_code(stop.value) == 128 + signal.SIGUSR2
+        assert signal.getsignal(signal.SIGUSR2) is launcher_handler  # put back
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def test_only_the_first_sigterm_raises():
+    with pytest.raises(Interrupted), interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        except Interrupted:
+            os.kill(os.getpid(), signal.SIGTERM)  # during the clean-up: ignored
+            time.sleep(0.2)
+            raise
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
