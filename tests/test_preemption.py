@@ -108,3 +108,14 @@ def test_only_the_first_sigterm_raises():
             time.sleep(0.2)
             raise
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_slurm_preset_requeues_timed_out_jobs():
+    """The preset's job is requeued on a time limit (submitit's SIGUSR2), so the
+    rerun resumes it; without max_num_timeout submitit would give up at once."""
+    shown = run_cli("hydra/launcher=slurm", "--cfg", "hydra", "--package", "hydra.launcher")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    launcher = __import__("yaml").safe_load(shown.stdout)
+    launcher = launcher.get("hydra", launcher).get("launcher", launcher)
+    assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] > 0
+    assert "submitit" in launcher["_target_"]

@@ -35,7 +35,8 @@ from ablation.data import DataError, load_dataset_cached
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
-                                  earlier_run, read_state, write_record)
+                                  earlier_run, read_state, unreadable_record,
+                                  write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
 from ablation.runtime.signals import stop_name
@@ -142,6 +143,19 @@ def set_aside_outputs(output_dir: Path) -> None:
         log.info("earlier outputs moved to %s", target)
 
 
+def set_aside_unreadable_record(output_dir: Path) -> None:
+    """A ``run.json`` that cannot be read (damaged, hand-edited, of another
+    schema) is never overwritten in silence: it moves to ``.replaced/`` and the
+    line says why the job runs again."""
+    reason = unreadable_record(output_dir)
+    if reason is None:
+        return
+    target = replaced_folder(output_dir)
+    set_aside([output_dir / RECORD_FILENAME], target)
+    log.warning("%s: the record is unreadable (%s): set aside in %s; the job runs again",
+                output_dir.name, reason, target)
+
+
 @contextlib.contextmanager
 def keep_hydra_files(output_dir: Path):
     """Put back, at the end of the job, the ``.hydra/*.yaml`` the job found at its start.
@@ -211,6 +225,7 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
 def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     """The job, with the folder's lock held; returns the record and the outcome."""
     if config.get("resume", True):
+        set_aside_unreadable_record(output_dir)
         previous = earlier_run(output_dir)
         check_same_config(previous, config, output_dir)
         if previous is not None and previous.get("status") == "completed":

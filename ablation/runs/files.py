@@ -9,7 +9,9 @@ the reporter and ``wandb sync .../wandb/offline-run-*`` do not read.
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from datetime import datetime
@@ -68,6 +70,36 @@ def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> 
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+class UnsafeFile(OSError):
+    """A path the suite refuses to read or write: a link, not a regular file, too large."""
+
+
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    Opened without following a link (``O_NOFOLLOW``) and without blocking (a
+    FIFO would otherwise wait for a writer forever); checked on the open
+    descriptor, so it cannot be swapped between the check and the read."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeFile(f"{path} is a symbolic link: not followed") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise UnsafeFile(f"{path} is {info.st_size:,} bytes, more than the "
+                             f"{limit:,} a file of this kind can be")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeFile(f"{path} grew past {limit:,} bytes while it was read")
+    return data
 
 
 def replaced_folder(folder: str | Path) -> Path:

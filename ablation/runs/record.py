@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-from ablation.runs.files import atomic_write
+from ablation.runs.files import UnsafeFile, atomic_write, read_regular
 from ablation.runs.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
            "ATTENTION_MAPS_FILE", "RecordError", "write_record", "read_record",
-           "find_records", "read_state", "earlier_run"]
+           "find_records", "read_state", "read_state_file", "StateError", "earlier_run",
+           "unreadable_record", "MAX_RECORD_BYTES"]
 
 RECORD_FILENAME = "run.json"
 # An unfinished run's last checkpoint (see ablation.train.checkpoint): its state file
@@ -27,6 +29,8 @@ CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
 # The locality diagnostics' attention maps beside the record (ablation.train.locality).
 ATTENTION_MAPS_FILE = "attention_maps.npz"
+# A record or checkpoint state larger than this is not one the suite wrote.
+MAX_RECORD_BYTES = 64 * 2**20
 
 
 def _finite(value: Any) -> Any:
@@ -64,12 +68,18 @@ class RecordError(ValueError):
 
 
 def read_record(path: str | Path) -> dict:
-    """Read and check one record; raises :class:`RecordError` naming the problem."""
+    """Read and check one record; raises :class:`RecordError` naming the problem.
+
+    Only a regular file of a sane size is read (:func:`read_regular`): a link, a
+    FIFO or a huge file planted in a results folder is refused, never followed,
+    waited on or loaded."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(read_regular(path, MAX_RECORD_BYTES))
     except RecursionError:  # nested thousands deep: a hostile file, not a record
         raise RecordError(f"{path}: not readable JSON (nested too deeply)") from None
+    except UnsafeFile as e:
+        raise RecordError(str(e)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not readable JSON ({e})") from e
     try:
@@ -83,29 +93,71 @@ def find_records(root: str | Path) -> list[Path]:
     """Every ``run.json`` below ``root`` (or ``root`` itself), sorted.
 
     Hidden folders are skipped: they hold outputs set aside by ``resume=false``.
+    Links are not followed (a linked folder would put another tree's runs in
+    this report).
     """
     root = Path(root)
     if root.is_file():
         return [root]
-    return sorted(p for p in root.rglob(RECORD_FILENAME)
-                  if not any(part.startswith(".") for part in p.relative_to(root).parts[:-1]))
+    found = []
+    for folder, dirs, files in os.walk(root):  # os.walk does not follow links
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if RECORD_FILENAME in files:
+            found.append(Path(folder) / RECORD_FILENAME)
+    return sorted(found)
+
+
+class StateError(ValueError):
+    """A checkpoint state file that cannot be used; the message says why."""
+
+
+def read_state_file(path: str | Path) -> dict:
+    """One checkpoint state file, checked for what resuming needs."""
+    path = Path(path)
+    try:
+        state = json.loads(read_regular(path, MAX_RECORD_BYTES))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, UnsafeFile) as e:
+        raise StateError(f"not readable JSON: {' '.join(str(e).split())[:160]}") from None
+    if not (isinstance(state, dict) and type(state.get("epoch")) is int and state["epoch"] >= 1
+            and isinstance(state.get("model"), str) and "/" not in state["model"]):
+        raise StateError("not a checkpoint state (epoch, model)")
+    return state
 
 
 def read_state(checkpoint_dir: str | Path) -> dict | None:
-    """The last checkpoint's state, or None if there is none (or it is unreadable)."""
-    try:
-        return json.loads((Path(checkpoint_dir) / STATE_FILE).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
+    """The newest readable checkpoint state (``state.json``, else the newest
+    ``state-<epoch>.json``), or None if there is none."""
+    directory = Path(checkpoint_dir)
+    newest_first = sorted(directory.glob("state-*.json"),
+                          key=lambda p: -int(p.stem[6:]) if p.stem[6:].isdigit() else 0)
+    for path in [directory / STATE_FILE, *newest_first]:
+        try:
+            return read_state_file(path)
+        except StateError:
+            continue
+    return None
 
 
 def earlier_run(folder: str | Path) -> dict | None:
     """What an earlier run left in ``folder``: its record if readable, else its
-    last checkpoint's state, else None."""
+    last checkpoint's state, else None. An unreadable record counts as absent
+    here; the job sets it aside before it runs (:func:`unreadable_record`)."""
     folder = Path(folder)
-    if (folder / RECORD_FILENAME).exists():
+    if os.path.lexists(folder / RECORD_FILENAME):
         try:
             return read_record(folder / RECORD_FILENAME)
         except RecordError:
-            pass  # unreadable: treated as absent, and replaced
+            pass
     return read_state(folder / CHECKPOINT_DIR)
+
+
+def unreadable_record(folder: str | Path) -> str | None:
+    """Why ``folder``'s ``run.json`` cannot be read, or None (readable or absent)."""
+    path = Path(folder) / RECORD_FILENAME
+    if not os.path.lexists(path):
+        return None
+    try:
+        read_record(path)
+    except RecordError as e:
+        return str(e)
+    return None

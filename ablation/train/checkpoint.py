@@ -2,20 +2,28 @@
 
 A checkpoint is ``checkpoint/model-<epoch>.keras`` (weights and optimizer
 state: the step counter, hence the learning-rate schedule's position) plus
-``checkpoint/state.json`` (epoch, metrics so far, training seconds so far and
-the epochs each attempt started from, the layers' random-generator states,
-W&B run id, config), written last and atomically: whatever moment a run is
-killed, ``state.json`` names a model file that is complete. Temporary files
-get unique names, so no two processes can ever write the same one.
+``checkpoint/state-<epoch>.json`` (epoch, metrics so far, training seconds so
+far and the epochs each attempt started from, the layers' random-generator
+states, W&B run id, config). The newest state is also ``checkpoint/state.json``
+(read without Keras before a job starts, to compare configurations).
+
+Each file is written under a unique temporary name, flushed to disk (fsync)
+and renamed into place, the model before its state: whatever moment a run is
+killed or the disk fills, a state file names a model file that is complete.
+The two newest checkpoints are kept. On resume, a checkpoint that does not load
+(a crash mid-write on a file system that reorders writes, a damaged disk) is set
+aside in ``<job>/.replaced/`` with one line, and the job resumes from the
+newest one that loads, or starts over saying so.
 
 Keras saves the seed-generator variables of dropout and augmentation layers
 but does not restore them on loading (layers built without a seed even draw a
-new one), so their states travel in ``state.json`` and are assigned back.
+new one), so their states travel in the state file and are assigned back.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -30,9 +38,11 @@ import numpy as np
 # schedule), so that load_model finds them whoever imported this module
 import ablation.model  # noqa: F401
 import ablation.train.schedules  # noqa: F401
-from ablation.runs.files import atomic_write, unique_tmp
-from ablation.runs.record import STATE_FILE, read_state
+from ablation.runs.files import atomic_write, replaced_folder, set_aside, unique_tmp
+from ablation.runs.record import STATE_FILE, StateError, read_state_file
 from ablation.train.epoch_metrics import EpochMetrics
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -77,33 +87,103 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if loss is None or not math.isfinite(float(loss)):
             return  # never checkpoint diverged weights: a rerun resumes from the last good epoch
         self.directory.mkdir(parents=True, exist_ok=True)
-        model_file = self.directory / f"model-{epoch + 1}.keras"
-        with _unique_tmp(self.directory, f".tmp-model-{epoch + 1}-", ".keras") as tmp:
+        number = epoch + 1
+        model_file = self.directory / f"model-{number}.keras"
+        with _unique_tmp(self.directory, f".tmp-model-{number}-", ".keras") as tmp:
             self.model.save(tmp)
+            _fsync(tmp)
             os.replace(tmp, model_file)
-        state = {"epoch": epoch + 1, "model": model_file.name, **self.metrics.state(),
+        state = {"epoch": number, "model": model_file.name, **self.metrics.state(),
                  "seed_states": [keras.ops.convert_to_numpy(v).tolist()
                                  for v in seed_states(self.model)], **self.extra}
-        atomic_write(self.directory / STATE_FILE, json.dumps(state, default=str), fsync=False)
-        for old in self.directory.glob("model-*.keras"):
-            if old != model_file:
+        text = json.dumps(state, default=str)
+        atomic_write(self.directory / f"state-{number}.json", text)
+        atomic_write(self.directory / STATE_FILE, text)
+        _fsync(self.directory)  # the renames themselves
+        for old in self.directory.glob("*-*.*"):
+            if _epoch_of(old) is not None and _epoch_of(old) < number - 1:
                 old.unlink(missing_ok=True)
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _epoch_of(path: Path) -> int | None:
+    """5 for ``model-5.keras`` or ``state-5.json``; None for other files."""
+    stem, _, number = path.stem.rpartition("-")
+    return int(number) if stem in ("model", "state") and number.isdigit() else None
+
+
+def _set_aside(directory: Path, files: list[Path], why: str, then: str) -> None:
+    target = replaced_folder(directory.parent) / directory.name
+    set_aside(files, target)
+    log.warning("%s: set aside in %s; %s", why, target, then)
+
+
 def load_checkpoint(directory: str | Path, seed: int) -> Checkpoint | None:
-    """The model (compiled, with its optimizer and random-generator states) and
-    state of the last epoch; ``seed`` makes what is not in the checkpoint
-    (the data order from here on) reproducible."""
-    state = read_state(directory)
-    if state is None:
-        return None
-    keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
-    model = keras.saving.load_model(Path(directory) / state["model"])
-    variables, saved = seed_states(model), state.get("seed_states") or []
-    if len(saved) == len(variables):
-        for variable, value in zip(variables, saved):
-            variable.assign(np.asarray(value, dtype=variable.dtype))
-    return Checkpoint(model, state)
+    """The newest checkpoint that loads: the model (compiled, with its optimizer
+    and random-generator states) and state; None if there is none.
+
+    Damaged files are set aside with one line each (see the module's docstring).
+    ``seed`` makes what is not in the checkpoint (the data order from here on)
+    reproducible."""
+    directory = Path(directory)
+    states, damaged = checkpoint_states(directory)
+    for path, reason in damaged:
+        _set_aside(directory, [path], f"{directory.name}/{path.name} is unreadable ({reason})",
+                   "the other checkpoint files are used")
+    for n, state in enumerate(states):
+        model_file = directory / str(state.get("model", ""))
+        try:
+            keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
+            model = keras.saving.load_model(model_file)
+        except Exception as e:  # noqa: BLE001 - any reason a saved model does not load
+            older = states[n + 1:]
+            then = (f"resuming from epoch {older[0]['epoch']}" if older
+                    else "no complete checkpoint is left: the job starts over")
+            files = [model_file, *directory.glob(f"state-{state['epoch']}.json")]
+            if n == 0:
+                files.append(directory / STATE_FILE)
+            _set_aside(directory, [f for f in files if f.name != ""],
+                       f"{directory.name}/{model_file.name} does not load ({one_line(e)})", then)
+            continue
+        variables, saved = seed_states(model), state.get("seed_states") or []
+        if len(saved) == len(variables):
+            for variable, value in zip(variables, saved):
+                variable.assign(np.asarray(value, dtype=variable.dtype))
+        return Checkpoint(model, state)
+    return None
+
+
+def checkpoint_states(directory: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
+    """The readable states in ``directory``, newest first (one per epoch), and the
+    unreadable state files with the reason."""
+    by_epoch, damaged = {}, []
+    files = [directory / STATE_FILE, *sorted(directory.glob("state-*.json"), key=_sort_key)]
+    for path in files:
+        if not path.is_file():
+            continue
+        try:
+            state = read_state_file(path)
+        except StateError as e:
+            damaged.append((path, str(e)))
+            continue
+        by_epoch.setdefault(int(state["epoch"]), state)
+    return [by_epoch[k] for k in sorted(by_epoch, reverse=True)], damaged
+
+
+def _sort_key(path: Path) -> int:
+    return -(_epoch_of(path) or 0)
+
+
+def one_line(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [""])[0][:160]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def remove(directory: str | Path) -> None:

@@ -1,0 +1,120 @@
+"""Damaged state left by a crash or a full disk: a checkpoint or state file that
+does not load, an unreadable record. Each is set aside with one line, never
+silently ignored or overwritten, and the job resumes from what is intact."""
+import json
+import logging
+
+import pytest
+
+from ablation.runs.record import RECORD_FILENAME, read_state
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Three epochs of the smoke model, checkpointed as a run does."""
+    from omegaconf import OmegaConf
+
+    from ablation.data import load_dataset
+    from ablation.model import build_model
+    from ablation.train.checkpoint import EpochCheckpoint
+    from ablation.train.epoch_metrics import EpochMetrics
+    from ablation.train.fit import compile_model
+    from conftest import compose
+
+    folder = tmp_path_factory.mktemp("job") / "checkpoint"
+    cfg = OmegaConf.to_container(compose("experiment=smoke", "dataset.limit_train=128"),
+                                 resolve=True)
+    data = load_dataset(cfg["dataset"], 0)
+    model = build_model(cfg, 10, data.input_shape, normalization_data=data.x_train)
+    compile_model(model, cfg["trainer"], 3, 10)
+    metrics = EpochMetrics()
+    model.fit(data.x_train, data.y_train, batch_size=64, epochs=3, verbose=0,
+              callbacks=[metrics, EpochCheckpoint(folder, metrics, extra={"wandb_id": "x"})])
+    return folder
+
+
+def _copy(folder, tmp_path):
+    import shutil
+
+    job = tmp_path / "job"
+    shutil.copytree(folder, job / "checkpoint")
+    return job / "checkpoint"
+
+
+@pytest.mark.slow
+def test_the_two_newest_checkpoints_are_kept_and_named(checkpoints):
+    names = sorted(p.name for p in checkpoints.iterdir())
+    assert names == ["model-2.keras", "model-3.keras", "state-2.json", "state-3.json",
+                     "state.json"]
+    assert json.loads((checkpoints / "state.json").read_text())["model"] == "model-3.keras"
+
+
+@pytest.mark.slow
+def test_a_truncated_newest_checkpoint_is_set_aside_and_the_one_before_used(
+        checkpoints, tmp_path, caplog):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = _copy(checkpoints, tmp_path)
+    data = (folder / "model-3.keras").read_bytes()
+    (folder / "model-3.keras").write_bytes(data[: len(data) // 2])  # a crash mid-write
+    with caplog.at_level(logging.WARNING):
+        loaded = load_checkpoint(folder, seed=0)
+    assert loaded is not None and loaded.epoch == 2
+    (line,) = [r.getMessage() for r in caplog.records if "does not load" in r.getMessage()]
+    assert "checkpoint/model-3.keras does not load" in line and "resuming from epoch 2" in line
+    assert len(line.splitlines()) == 1
+    moved = list(tmp_path.glob("job/.replaced/*/checkpoint/*"))
+    assert {p.name for p in moved} == {"model-3.keras", "state-3.json", "state.json"}
+    assert (moved[0].parent / "model-3.keras").read_bytes() == data[: len(data) // 2]
+
+
+@pytest.mark.slow
+def test_no_checkpoint_that_loads_means_starting_over_saying_so(checkpoints, tmp_path, caplog):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = _copy(checkpoints, tmp_path)
+    for name in ("model-2.keras", "model-3.keras"):
+        (folder / name).write_bytes(b"PK\x03\x04 not a whole archive")
+    with caplog.at_level(logging.WARNING):
+        assert load_checkpoint(folder, seed=0) is None
+    assert "no complete checkpoint is left: the job starts over" in caplog.text
+    assert not list(folder.glob("model-*"))  # both set aside, neither deleted
+    assert len(list(tmp_path.glob("job/.replaced/*/checkpoint/model-*.keras"))) == 2
+
+
+@pytest.mark.slow
+def test_a_damaged_state_file_is_set_aside_with_a_line(checkpoints, tmp_path, caplog):
+    from ablation.train.checkpoint import checkpoint_states
+
+    folder = _copy(checkpoints, tmp_path)
+    (folder / "state.json").write_text('{"epoch": 3, "mod')  # cut short
+    assert read_state(folder)["epoch"] == 3  # the per-epoch copy stands in
+    states, damaged = checkpoint_states(folder)
+    assert [s["epoch"] for s in states] == [3, 2]
+    assert [(p.name, "not readable JSON" in why) for p, why in damaged] == [("state.json", True)]
+
+
+@pytest.mark.slow
+def test_a_damaged_state_file_is_reported_when_loading(checkpoints, tmp_path, caplog):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = _copy(checkpoints, tmp_path)
+    (folder / "state.json").write_bytes(b"\x00" * 10)
+    with caplog.at_level(logging.WARNING):
+        assert load_checkpoint(folder, seed=0).epoch == 3
+    assert "checkpoint/state.json is unreadable (not readable JSON" in caplog.text
+    assert list(tmp_path.glob("job/.replaced/*/checkpoint/state.json"))
+
+
+def test_an_unreadable_record_is_set_aside_and_the_line_says_why(tmp_path, caplog):
+    from ablation.job.lifecycle import set_aside_unreadable_record
+
+    job = tmp_path / "vit-s0"
+    job.mkdir()
+    (job / RECORD_FILENAME).write_text('{"schema": 1, "status": "completed"')
+    with caplog.at_level(logging.WARNING):
+        set_aside_unreadable_record(job)
+    assert not (job / RECORD_FILENAME).exists()
+    (kept,) = job.glob(".replaced/*/run.json")
+    assert kept.read_text() == '{"schema": 1, "status": "completed"'
+    assert "the record is unreadable" in caplog.text and "the job runs again" in caplog.text
