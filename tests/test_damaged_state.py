@@ -118,3 +118,54 @@ def test_an_unreadable_record_is_set_aside_and_the_line_says_why(tmp_path, caplo
     (kept,) = job.glob(".replaced/*/run.json")
     assert kept.read_text() == '{"schema": 1, "status": "completed"'
     assert "the record is unreadable" in caplog.text and "the job runs again" in caplog.text
+
+
+SAVE_UNDER_LIMIT = """
+import json, logging, resource, sys
+from ablation.runs.record import save_record
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+record = json.load(open(sys.argv[1]))
+limit = int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    print("whole" if save_record(sys.argv[2], record) else "compact")
+except OSError as e:
+    print("nothing", e.errno)
+"""
+
+
+@pytest.mark.slow
+def test_a_record_the_disk_refuses_keeps_what_was_measured(smoke_sweep, tmp_path):
+    """A file-size limit (as a full disk would) refuses the whole record: what
+    fits is written, and says what was left out; nothing fits: the metrics are
+    in the log line and the error is raised."""
+    import subprocess
+    import sys
+
+    from ablation.runs.record import read_record
+
+    (source,) = list(smoke_sweep.root.glob("smoke/spt+lsa+temp-s0*/run.json"))
+    whole = json.loads(source.read_text())
+    size = len(source.read_bytes())
+    compact = {k: v for k, v in whole.items() if k not in ("history", "diagnostics")}
+    limit = len(json.dumps(compact, indent=2)) + 400
+    assert limit < size
+
+    def save(folder, limit):
+        folder.mkdir()
+        return subprocess.run([sys.executable, "-c", SAVE_UNDER_LIMIT, str(source), str(folder),
+                               str(limit)], capture_output=True, text=True, timeout=120)
+
+    done = save(tmp_path / "a", limit)
+    assert done.stdout.split() == ["compact"], done.stderr
+    kept = read_record(tmp_path / "a" / "run.json")
+    assert kept["status"] == "completed" and kept["metrics"] == whole["metrics"]
+    assert kept["epochs_completed"] == whole["epochs_completed"] > 0
+    assert kept["unsaved"] == ["history", "diagnostics"] and "File too large" in kept["save_error"]
+    assert "written without: history, diagnostics" in done.stderr
+
+    done = save(tmp_path / "b", 64)
+    assert done.stdout.split()[0] == "nothing", done.stderr
+    assert not (tmp_path / "b" / "run.json").exists() and not list((tmp_path / "b").iterdir())
+    assert "no record could be written" in done.stderr
+    assert json.dumps(whole["metrics"]["test_top1"]) in done.stderr

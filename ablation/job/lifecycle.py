@@ -35,8 +35,8 @@ from ablation.data import DataError, load_dataset_cached
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
-                                  earlier_run, read_state, unreadable_record,
-                                  write_record)
+                                  earlier_run, read_state, save_record,
+                                  unreadable_record, write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
 from ablation.runtime.signals import stop_name
@@ -283,8 +283,8 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
         raise
     finally:
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_record(output_dir, record)
-        if record["status"] == "completed":
+        # A record written without its history keeps the checkpoint: its state has it.
+        if save_record(output_dir, record) and record["status"] == "completed":
             remove_checkpoint(checkpoint_dir)
         keras.backend.clear_session(free_memory=False)
         release_finished_graphs(earlier_graphs)  # collected when the next job starts

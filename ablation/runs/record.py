@@ -9,6 +9,7 @@ against one declared schema (:mod:`ablation.runs.schema`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ from ablation.runs.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
            "ATTENTION_MAPS_FILE", "RecordError", "write_record", "read_record",
            "find_records", "read_state", "read_state_file", "StateError", "earlier_run",
-           "unreadable_record", "MAX_RECORD_BYTES"]
+           "unreadable_record", "MAX_RECORD_BYTES", "save_record", "BULKY_FIELDS"]
 
 RECORD_FILENAME = "run.json"
 # An unfinished run's last checkpoint (see ablation.train.checkpoint): its state file
@@ -29,6 +30,8 @@ CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
 # The locality diagnostics' attention maps beside the record (ablation.train.locality).
 ATTENTION_MAPS_FILE = "attention_maps.npz"
+log = logging.getLogger(__name__)
+
 # A record or checkpoint state larger than this is not one the suite wrote.
 MAX_RECORD_BYTES = 64 * 2**20
 
@@ -60,6 +63,37 @@ def write_record(directory: str | Path, record: dict) -> Path:
         raise RecordError(f"refusing to write {directory / RECORD_FILENAME}: {e}") from None
     directory.mkdir(parents=True, exist_ok=True)
     return atomic_write(directory / RECORD_FILENAME, text + "\n")
+
+
+# What a record can do without when the disk refuses the whole of it: the
+# per-epoch rows (also in the checkpoint's state), diagnostics, a traceback.
+BULKY_FIELDS = ("history", "diagnostics", "traceback")
+
+
+def save_record(directory: str | Path, record: dict) -> bool:
+    """Write ``record``; True if whole. If the disk refuses it (full, a file-size
+    limit), write what fits: the record without its bulky fields, saying in
+    ``unsaved`` and ``save_error`` what was left out and why, so what was
+    measured (status, metrics, epochs) is never reported as not having happened.
+    Returns False then; raises the ``OSError`` only if even that cannot be
+    written, after logging the metrics on one line."""
+    try:
+        write_record(directory, record)
+        return True
+    except OSError as error:
+        reason = f"{type(error).__name__}: {' '.join(str(error).split())}"
+        compact = {k: v for k, v in record.items() if k not in BULKY_FIELDS}
+        compact.update(unsaved=[k for k in BULKY_FIELDS if record.get(k)], save_error=reason)
+        try:
+            write_record(directory, compact)
+        except OSError:
+            log.error("%s: no record could be written (%s); it measured: status %s, %s "
+                      "epochs, %s", directory, reason, record.get("status"),
+                      record.get("epochs_completed"), json.dumps(record.get("metrics")))
+            raise
+        log.warning("%s: the whole record could not be written (%s); written without: %s",
+                    directory, reason, ", ".join(compact["unsaved"]) or "nothing")
+        return False
 
 
 class RecordError(ValueError):

@@ -102,6 +102,8 @@ class Record(_Open):
     finished_at: StrictStr | None = None
     error: StrictStr | None = None
     traceback: StrictStr | None = None
+    unsaved: list[StrictStr] | None = None     # fields left out: the disk refused the whole
+    save_error: StrictStr | None = None        # ... and why
 
 
 class SchemaError(ValueError):

@@ -114,7 +114,10 @@ def job(cfg: DictConfig) -> float | None:
         # run_job has written the failed record and marked the W&B run failed;
         # should it have failed before it could, a record still says so.
         if not os.path.exists(os.path.join(output_dir, RECORD_FILENAME)):
-            write_failure(cfg, output_dir, e)
+            try:
+                write_failure(cfg, output_dir, e)
+            except OSError as not_written:  # the disk that failed the job refuses this too
+                log.error("%s: no record written (%s)", cfg.run_name, not_written)
         log.exception("%s failed: %s: %s", cfg.run_name, type(e).__name__, e)
         if hydra_cfg.mode.name == "MULTIRUN":
             return None  # the sweep goes on; SweepEnd lists every failure and exits 1
