@@ -102,6 +102,55 @@ def read_regular(path: str | Path, limit: int) -> bytes:
     return data
 
 
+def check_results_dir(results_dir: str) -> Path:
+    """``results_dir`` (absolute) as a safe place for a sweep, or :class:`UnsafeFile`
+    saying why.
+
+    Refused: empty (the sweep would land at the file system's root), the root
+    itself, something that is not a folder, and a folder that cannot be
+    created or written (read-only, another user's)."""
+    text = str(results_dir or "").strip()
+    if not text:
+        raise UnsafeFile("results_dir is empty: the sweep would be written at the file "
+                         "system's root; set results_dir=<a folder>, e.g. results")
+    path = Path(text).expanduser()
+    resolved = path.resolve()
+    if resolved == Path(resolved.anchor):
+        raise UnsafeFile(f"results_dir={text} is the file system's root: set "
+                         f"results_dir=<a folder below it>, e.g. results")
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise UnsafeFile(f"results_dir={text}: {existing} is not a folder")
+    try:  # a real try, not os.access: root passes that on a read-only file system
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError as e:
+        what = "cannot be written" if existing == path.absolute() else \
+            f"cannot be created ({existing} is not writable)"
+        raise UnsafeFile(f"results_dir={text} {what}: {e.strerror or e}; set "
+                         f"results_dir=<a writable folder>") from None
+    return path.absolute()  # a results_dir that is itself a link is the user's choice
+
+
+def check_no_links(root: str | Path, folder: str | Path, names=()) -> None:
+    """Refuse (:class:`UnsafeFile`) a ``folder`` that would put the suite's
+    writes outside ``root``: a symbolic link on the way from ``root`` down to it,
+    a path that leads out of ``root``, or a link planted at one of ``names``
+    inside it (a lock, a record, a log: files the suite opens for writing)."""
+    root, folder = Path(root).absolute(), Path(folder).absolute()
+    if not folder.resolve().is_relative_to(root.resolve()):
+        raise UnsafeFile(f"{folder} is outside results_dir {root}: refused")
+    path = root
+    for part in folder.relative_to(root).parts if folder.is_relative_to(root) else ():
+        path = path / part
+        if path.is_symlink():
+            raise UnsafeFile(f"{path} is a symbolic link: the suite writes only inside "
+                             f"results_dir and follows no links; remove it")
+    for name in names:
+        if (folder / name).is_symlink():
+            raise UnsafeFile(f"{folder / name} is a symbolic link where the suite writes its "
+                             f"own file: remove it")
+
+
 def replaced_folder(folder: str | Path) -> Path:
     """A new ``<folder>/.replaced/<time>/`` path (not created) for outputs set aside now."""
     return Path(folder) / REPLACED_DIR / datetime.now().strftime("%Y%m%d-%H%M%S-%f")

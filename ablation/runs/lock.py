@@ -16,6 +16,7 @@ nothing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -24,6 +25,8 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+
+from ablation.runs.files import UnsafeFile, read_regular
 
 LOCK_FILE = ".lock"
 REPORT_LOCK_FILE = ".report.lock"  # the report step of a sweep folder (see report.write)
@@ -47,7 +50,7 @@ class JobBusy(RuntimeError):
 def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:
     """Who last took the lock of ``folder`` (``{}`` if nobody has written it yet)."""
     try:
-        return json.loads((Path(folder) / name).read_text() or "{}")
+        return json.loads(read_regular(Path(folder) / name, 4096) or b"{}")
     except (OSError, ValueError):
         return {}
 
@@ -65,7 +68,14 @@ def job_lock(folder: str | Path, *, name: str = LOCK_FILE,
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:  # a link planted at the lock's name is never followed (nor truncated)
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeFile(f"{folder / name} is a symbolic link: not followed; "
+                             f"remove it") from None
+        raise
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -119,6 +119,7 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
         validate(job)
         check_folder_names(job, job_folder_name(job, folder))
         check_source(job["dataset"])
+        check_paths(job, folder)
     sweep_dirs = {folder.parent for _, folder in jobs}
     if len(sweep_dirs) > 1:
         raise ConfigError(
@@ -131,6 +132,30 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
         seen.add(folder)
         if job.get("resume", True):
             check_same_config(earlier_run(folder), job, folder)
+
+
+# What the suite (and Hydra for it) opens for writing in a job folder and in the
+# sweep folder: a link planted at any of these names is refused, not followed.
+JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
+             ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
+             "checkpoint/state.json", "attention_maps.npz", "wandb", ".replaced")
+SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report")
+
+
+def check_paths(job: dict, folder: Path) -> None:
+    """Refuse, in one line, a job whose writes would leave ``results_dir`` or
+    follow a link: an unsafe ``results_dir`` (empty, the root, not writable), a
+    job or sweep folder that is or passes through a link, a planted link where
+    the suite writes a file."""
+    from ablation.config import ConfigError
+    from ablation.runs.files import UnsafeFile, check_no_links, check_results_dir
+
+    try:
+        root = check_results_dir(job.get("results_dir"))
+        check_no_links(root, folder, JOB_FILES)
+        check_no_links(root, folder.parent, SWEEP_FILES)
+    except UnsafeFile as e:
+        raise ConfigError(str(e)) from None
 
 
 class SweepEnd(Callback):
