@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
                              variant_name)
 from ablation.data import DataError, load_dataset_cached
+from ablation.data.fingerprint import check_same_data, data_fingerprint
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
@@ -228,6 +229,7 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
         set_aside_unreadable_record(output_dir)
         previous = earlier_run(output_dir)
         check_same_config(previous, config, output_dir)
+        check_same_data(previous, data_fingerprint(config["dataset"]), output_dir)
         if previous is not None and previous.get("status") == "completed":
             log.info("%s already completed here: skipped", previous.get("run_name"))
             return previous, "skipped"
@@ -274,8 +276,10 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
             record["wandb"] = tracker.info()  # its mode may be offline after a fallback
             if resume_from is not None:
                 tracker.replay(resume_from.state["history"])
+            fingerprint = data_fingerprint(config["dataset"])
             record.update(train(config, data, tracker, checkpoint_dir, resume_from,
-                                progress=progress))
+                                progress=progress, state_extra={"data": fingerprint}))
+            record["data"] = {**record["data"], **fingerprint}
             record["status"] = "completed"
     except BaseException as e:
         state = read_state(checkpoint_dir) if isinstance(e, KeyboardInterrupt) else None

@@ -77,15 +77,31 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "history": record.get("history") or [],
             "diagnostics": record.get("diagnostics") or None,
             "path": str(file),
+            "data_fingerprint": (record.get("data") or {}).get("fingerprint"),
+            "data_source": (record.get("data") or {}).get("source"),
             "_settings": settings(record["config"]),
         })
     runs = pd.DataFrame(rows)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
+    _check_same_data(runs)
     for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s",
                 "test_images", "trainable_params"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
     return runs.reset_index(drop=True)
+
+
+def _check_same_data(runs: pd.DataFrame) -> None:
+    """A block compares runs on the same data: one trained on other data (another
+    folder behind the same ``dataset.path``) is refused, naming both."""
+    for key, block in runs.groupby(["dataset", "model", "protocol", "setting"]):
+        known = block.dropna(subset=["data_fingerprint"]).drop_duplicates("data_fingerprint")
+        if len(known) > 1:
+            a, b = known.iloc[0], known.iloc[1]
+            raise ReportError(
+                f"{key[0]} x {key[1]}: runs trained on different data cannot be compared: "
+                f"{a['path']} ({a['data_source']}, {a['data_fingerprint'][:19]}) and "
+                f"{b['path']} ({b['data_source']}, {b['data_fingerprint'][:19]})")
 
 
 def record_protocol(record: dict) -> str:

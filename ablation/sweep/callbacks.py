@@ -113,6 +113,7 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
     """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
     from ablation.config import ConfigError, check_folder_names, check_same_config, validate
     from ablation.data import check_source
+    from ablation.data.fingerprint import check_same_data, data_fingerprint, recorded_fingerprint
     from ablation.runs.record import earlier_run
 
     for job, folder in jobs:
@@ -131,7 +132,10 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
             raise ConfigError(f"two jobs of this sweep would share the folder {folder}")
         seen.add(folder)
         if job.get("resume", True):
-            check_same_config(earlier_run(folder), job, folder)
+            earlier = earlier_run(folder)
+            check_same_config(earlier, job, folder)
+            if recorded_fingerprint(earlier):
+                check_same_data(earlier, data_fingerprint(job["dataset"]), folder)
 
 
 # What the suite (and Hydra for it) opens for writing in a job folder and in the

@@ -106,7 +106,8 @@ def protocol_data(data: Dataset, protocol: str) -> Dataset:
 
 
 def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path,
-          resume_from: Checkpoint | None = None, progress: EpochMetrics | None = None) -> dict:
+          resume_from: Checkpoint | None = None, progress: EpochMetrics | None = None,
+          state_extra: Mapping | None = None) -> dict:
     """Train and evaluate one configuration; returns the measured part of a record.
 
     With ``resume_from``, training continues after its epoch with its weights,
@@ -116,6 +117,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     Its history, training seconds and earlier resumes carry on, so the
     record's times cover the whole training. ``progress`` (the per-epoch
     bookkeeping) may be passed in to read what was done should training raise.
+    ``state_extra`` goes into every checkpoint's state (what the job compares on resume).
     """
     from ablation.data.batches import needs_pipeline, one_hot, soft_targets, training_batches
 
@@ -154,7 +156,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
     if trainer.get("checkpoint", True):
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
-            "wandb_id": tracker.info()["id"], "config": redact(dict(config))}))
+            "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
+            **(state_extra or {})}))
     targets = (lambda y: one_hot(y, data.num_classes)) if soft else (lambda y: y)  # noqa: E731
     evaluation = (data.x_test, targets(data.y_test)) if official else (
         data.x_val, targets(data.y_val))
