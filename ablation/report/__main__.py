@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ReportError, RecordError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a read-only folder, a full disk, a planted link
+        where = args.out or args.path
+        print(f"error: the report could not be written to {where} "
+              f"({e.strerror or e}{': ' + str(e.filename) if e.filename else ''}); "
+              f"write it elsewhere with --out DIR", file=sys.stderr)
+        return 1
     print(report.markdown)
     failed = int((report.runs["status"] == "failed").sum())
     print(f"{len(report.runs)} runs ({failed} failed) -> "

@@ -13,6 +13,7 @@ from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.runs.files import atomic_write
 from ablation.runs.record import find_records
 from ablation.report import locality, locality_plots, plots, render
+from ablation.report.generation import generation, prune_replaced
 from ablation.report.load import ReportError, load_runs
 from ablation.report.tables import comparison, factorial
 
@@ -75,6 +76,28 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
                   make_plots: bool) -> Report:
     runs = load_runs(path)
     out.mkdir(parents=True, exist_ok=True)
+    with generation(out) as stage:
+        report = _write_files(runs, stage, make_plots)
+    report.files = [out / f.name for f in report.files]
+    settings = dict(wandb_settings or {})
+    settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
+    if settings["mode"] != "disabled":
+        from ablation.report.tracking import log_report
+
+        images = [f for f in report.files if f.suffix == ".png"]
+        try:  # the tables and plots are written: W&B trouble must not undo the report
+            report.wandb = log_report(report.table, report.effects, images, settings=settings,
+                                      group=_most_common(runs["wandb_group"]), directory=out)
+        except Exception as e:  # noqa: BLE001 - any W&B failure, one line
+            detail = " ".join(str(e).split())[:200]
+            log.warning("W&B report run not logged (%s: %s); the report files are written",
+                        type(e).__name__, detail)
+    prune_replaced(out)
+    return report
+
+
+def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool) -> Report:
+    """Every file of one report generation, into the folder ``out``."""
     table = comparison(runs)
     effects = factorial(runs)
     # Locality diagnostics: empty when no run carries them.
@@ -95,26 +118,11 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
     if not local_effects.empty:
         files.append(_atomic_write(out / "locality_effects.csv",
                                    local_effects.to_csv(index=False)))
-    images = []
     if make_plots:
-        images.append(plots.top1_bars(table, out / "top1.png"))
-        images.append(plots.val_curves(table, runs, out / "val_top1.png"))
+        files.append(plots.top1_bars(table, out / "top1.png"))
+        files.append(plots.val_curves(table, runs, out / "val_top1.png"))
         temperature = plots.temperature_curves(table, runs, out / "temperature.png")
         if temperature:
-            images.append(temperature)
-        images += locality_plots.figures(runs, out)
-    files += images
-    settings = dict(wandb_settings or {})
-    settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
-    report = Report(runs, table, effects, markdown, files)
-    if settings["mode"] != "disabled":
-        from ablation.report.tracking import log_report
-
-        try:  # the tables and plots are written: W&B trouble must not undo the report
-            report.wandb = log_report(table, effects, images, settings=settings,
-                                      group=_most_common(runs["wandb_group"]), directory=out)
-        except Exception as e:  # noqa: BLE001 - any W&B failure, one line
-            detail = " ".join(str(e).split())[:200]
-            log.warning("W&B report run not logged (%s: %s); the report files are written",
-                        type(e).__name__, detail)
-    return report
+            files.append(temperature)
+        files += locality_plots.figures(runs, out)
+    return Report(runs, table, effects, markdown, files)

@@ -211,6 +211,11 @@ class SweepEnd(Callback):
         except ReportError as e:
             log.warning("no report: %s", e)
             return
+        except OSError as e:  # a read-only folder, a full disk
+            log.warning("no report: it could not be written to %s (%s); write it elsewhere: "
+                        "python -m ablation.report %s --out DIR", sweep_dir,
+                        e.strerror or e, sweep_dir)
+            return
         except Exception:
             log.exception("the report failed; rerun it with: python -m ablation.report %s",
                           sweep_dir)

@@ -1,0 +1,68 @@
+"""A report folder holds one complete generation: files of an earlier report that
+this one does not write are set aside, a report that stops part-way changes
+nothing, set-aside generations are bounded; an unwritable folder is one line."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ablation.report.generation import KEEP_REPLACED, MANIFEST, generation
+
+
+@pytest.fixture
+def sweep(smoke_sweep, tmp_path):
+    shutil.copytree(smoke_sweep.root / "smoke", tmp_path / "smoke")
+    return tmp_path / "smoke"
+
+
+@pytest.mark.slow
+def test_a_smaller_report_leaves_no_stale_file_and_old_generations_are_bounded(sweep):
+    from ablation.report import write_report
+
+    write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert (sweep / "factorial_effects.csv").exists()
+    for job in sweep.glob("spt-s0*"):  # one variant fewer: no factorial design any more
+        shutil.rmtree(job)
+    report = write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert not (sweep / "factorial_effects.csv").exists()
+    manifest = json.loads((sweep / MANIFEST).read_text())
+    assert sorted(manifest["files"]) == sorted(f.name for f in report.files)
+    written = {p.name for p in sweep.iterdir() if p.is_file() and not p.name.startswith(".")}
+    assert written == {*manifest["files"], MANIFEST, "multirun.yaml"}
+    assert list(sweep.glob(".replaced/report-*/factorial_effects.csv"))  # set aside, not lost
+    for _ in range(KEEP_REPLACED + 1):
+        write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert len(list(sweep.glob(".replaced/report-*"))) == KEEP_REPLACED
+
+
+def test_a_report_that_stops_part_way_leaves_the_earlier_generation(tmp_path):
+    (tmp_path / "comparison.md").write_text("earlier")
+    (tmp_path / "factorial_effects.csv").write_text("earlier")
+    with pytest.raises(RuntimeError), generation(tmp_path) as stage:
+        (stage / "comparison.md").write_text("half of a new one")
+        raise RuntimeError("killed while plotting")
+    assert (tmp_path / "comparison.md").read_text() == "earlier"
+    assert (tmp_path / "factorial_effects.csv").read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparison.md",
+                                                          "factorial_effects.csv"]
+    (tmp_path / ".report-new-dead").mkdir()  # what a SIGKILL would leave
+    with generation(tmp_path) as stage:
+        (stage / "comparison.md").write_text("new")
+    assert not list(tmp_path.glob(".report-new-*"))
+    assert (tmp_path / "comparison.md").read_text() == "new"
+    assert not (tmp_path / "factorial_effects.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run([sys.executable, "-m", "ablation.report", str(sweep), "--out",
+                           str(blocker / "report"), "--no-plots", "--wandb-mode", "disabled"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: the report could not be written to ")
+    assert line.endswith("write it elsewhere with --out DIR")
