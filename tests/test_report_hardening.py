@@ -82,7 +82,7 @@ def test_checkpoint_files_get_the_umask_mode(tmp_path, umask_027):
     callback.set_model(model)
     callback.on_epoch_end(0, {"loss": 1.0})
     modes = _modes(tmp_path / "checkpoint")
-    assert set(modes) == {"model-1.keras", "state.json"}
+    assert set(modes) == {"model-1.keras", "state-1.json", "state.json"}
     assert set(modes.values()) == {umask_027}, modes
 
 

@@ -27,7 +27,6 @@ stays bounded and the cost is one inference pass over the probe set.
 from __future__ import annotations
 
 import io
-import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -40,8 +39,6 @@ from keras import ops
 from ablation.model.layers import TransformerBlock
 from ablation.runs.files import atomic_write
 from ablation.runs.record import ATTENTION_MAPS_FILE
-
-log = logging.getLogger(__name__)
 
 QUANTITIES = ("entropy", "normalized_entropy", "mean_distance_px", "self_attention")
 # The two per-layer means logged every epoch (history rows, W&B).
@@ -247,7 +244,6 @@ class LocalityProbe:
                           self.images[:self.attention_maps], self.indices[:self.attention_maps])
             except OSError as e:  # a full disk: the measures are in the record all the same
                 entry["unsaved"] = f"{ATTENTION_MAPS_FILE}: {type(e).__name__}: {e}"
-                log.warning("attention maps not saved (%s): %s", ATTENTION_MAPS_FILE, e)
         return entry
 
 
