@@ -66,6 +66,7 @@ def bench_official(config, batch: int, steps: int) -> None:
     config's model on its output: how many cores the pipeline needs to feed it."""
     import keras
 
+    from ablation.augment.official import from_config
     from ablation.data.batches import Mixer, TrainingBatches
     from ablation.model import build_model
     from ablation.train.fit import compile_model
@@ -74,8 +75,6 @@ def bench_official(config, batch: int, steps: int) -> None:
     x = np.random.default_rng(0).integers(0, 256, (batch * max(steps, 4), *shape))
     x = x.astype("float32")
     y = np.arange(len(x)) % classes
-    from ablation.augment.official import from_config
-
     data = TrainingBatches(x, y, classes, batch, mixer=Mixer(1.0, seed=0),
                            augment=from_config(config["augmentation"], x), seed=0)
     data[0]
