@@ -11,15 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import compose
 
 from ablation.augment.autoaugment import CIFAR10_POLICY
 from ablation.augment.official import apply_operation, erase_box, magnitude
 from ablation.data.batches import Mixer
-from conftest import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from official_golden import golden_weights  # noqa: E402  (numpy only)
+from official_golden import golden_weights
 
 GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden.npz")
 # the project's SPT stacks its shifted copies in another order than the official

@@ -72,12 +72,11 @@ def main(repo: str) -> None:
         sys.modules["torchvision"] = types.ModuleType("torchvision")
         sys.modules["torchvision.transforms"] = types.ModuleType("torchvision.transforms")
     import torch
-
     from models.vit import ViT
+    from PIL import Image
     from utils.autoaug import CIFAR10Policy
     from utils.mix import rand_bbox
     from utils.random_erasing import RandomErasing
-    from PIL import Image
 
     record = {}
     images = golden_images()
