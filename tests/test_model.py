@@ -78,3 +78,48 @@ def test_saved_model_loads_back_with_identical_predictions(tmp_path, model_name)
     np.testing.assert_array_equal(loaded.predict(images, verbose=0),
                                   model.predict(images, verbose=0))
     assert temperatures(loaded) == temperatures(model)
+
+
+def weight(model, path):
+    return next(np.asarray(w) for w in model.weights if w.path == path)
+
+
+def test_paper_model_initialises_as_the_official_code():
+    model = model_from("model=paper", "spt=true", "lsa=true", "model.depth=3")
+    # class token and position embedding torch.randn: standard normal
+    for path in ("class_token/token", "position_embedding/embedding"):
+        values = weight(model, path)
+        assert values.std() == pytest.approx(1.0, rel=0.05 if values.size > 1000 else 0.2)
+        assert abs(values.mean()) < 0.1
+    # q/k/v: each third of the fused 192 x 576 xavier-normal matrix, variance 2 / 768
+    qkv = np.concatenate([weight(model, f"block_{i}/attention/{n}/kernel")
+                          for i in range(3) for n in ("query", "key", "value")])
+    assert qkv.var() == pytest.approx(2 / 768, rel=0.03)
+    # the other Linear layers xavier-normal with their own fans, normal not uniform
+    mlp = weight(model, "block_0/mlp/dense_0/kernel")  # 192 -> 384
+    assert mlp.var() == pytest.approx(2 / (192 + 384), rel=0.03)
+    kurtosis = ((mlp - mlp.mean()) ** 4).mean() / mlp.var() ** 2
+    assert kurtosis == pytest.approx(3.0, abs=0.15)    # normal (uniform: 1.8)
+    assert weight(model, "logits/kernel").var() == pytest.approx(2 / (192 + 100), rel=0.1)
+    assert not weight(model, "block_0/mlp/dense_0/bias").any()
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert len(norms) == 1 + 2 * 3 + 1 and all(n.epsilon == 1e-5 for n in norms)
+
+
+def test_keras_io_position_embedding_is_the_reference_embedding_init():
+    model = model_from("model=keras_io", "model.depth=1")
+    values = weight(model, "position_embedding/embedding")
+    assert np.abs(values).max() <= 0.05
+    assert values.std() == pytest.approx(0.05 / np.sqrt(3), rel=0.03)   # 0.0289
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert norms and all(n.epsilon == 1e-6 for n in norms)
+
+
+def test_initialisation_is_reproducible_from_the_seed():
+    a, b = (model_from("model=paper", "model.depth=1", "seed=3") for _ in range(2))
+    c = model_from("model=paper", "model.depth=1", "seed=4")
+    path = "position_embedding/embedding"
+    assert np.array_equal(weight(a, path), weight(b, path))
+    assert not np.array_equal(weight(a, path), weight(c, path))

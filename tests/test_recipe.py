@@ -3,12 +3,12 @@
 import keras
 import numpy as np
 import pytest
+from conftest import compose
 
+from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batches
 from ablation.model.layers import TransformerBlock
 from ablation.model.regularization import DropPath
-from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batches
 from ablation.train.fit import compile_model, learning_rate_schedule
-from conftest import compose
 
 
 def constant_batch(n=8, side=8):
@@ -111,7 +111,7 @@ def test_schedule_warms_up_for_warmup_epochs_and_ends_at_the_floor():
                "warmup_fraction": 0.1, "min_learning_rate": 1e-6}
     steps = 7
     schedule = learning_rate_schedule(trainer, steps)
-    lr = lambda step: float(keras.ops.convert_to_numpy(schedule(step)))  # noqa: E731
+    lr = lambda step: float(keras.ops.convert_to_numpy(schedule(step)))
     assert lr(10 * steps) == pytest.approx(1e-3)                  # peak after 10 epochs
     assert lr(0) == pytest.approx(1e-6)                           # from the floor, as official
     assert lr(5 * steps) == pytest.approx(1e-6 + (1e-3 - 1e-6) / 2)  # linear warm-up
@@ -203,7 +203,7 @@ def test_paper_augmentation_runs_in_training_only():
 def test_mixed_batches_depend_only_on_seed_epoch_and_index():
     x = np.random.default_rng(0).integers(0, 256, (64, 8, 8, 3)).astype(np.float32)
     y = np.arange(64) % 10
-    make = lambda: TrainingBatches(x, y, 10, 16, mixer=Mixer(1.0, seed=0), seed=5)  # noqa: E731
+    make = lambda: TrainingBatches(x, y, 10, 16, mixer=Mixer(1.0, seed=0), seed=5)
     a, b = make(), make()
     for i in (2, 0, 3, 1):  # any order, as parallel workers ask
         (xa, ya), (xb, yb) = a[i], b[i]
@@ -237,7 +237,7 @@ def test_branch_free_schedule_is_keras_cosine_decay(initial, target, warmup, dec
         initial, decay_steps=decay, warmup_target=target, warmup_steps=warmup, alpha=alpha)
     ours = WarmupCosineDecay(initial, decay_steps=decay, warmup_target=target,
                              warmup_steps=warmup, alpha=alpha)
-    values = lambda s: np.array([float(keras.ops.convert_to_numpy(s(np.int64(step))))  # noqa: E731
+    values = lambda s: np.array([float(keras.ops.convert_to_numpy(s(np.int64(step))))
                                  for step in range(warmup + decay + 3)])
     if keras.backend.backend() == "tensorflow":
         np.testing.assert_array_equal(values(ours), values(keras_schedule))
@@ -270,3 +270,58 @@ def test_the_schedule_traces_no_conditional():
     assert {"If", "StatelessIf"} & op_types(keras_schedule)  # what was slow: still so in Keras
     assert not {"If", "StatelessIf"} & op_types(schedule)
     assert "SelectV2" in op_types(schedule)
+
+
+def test_mixup_draws_one_weight_and_cutmix_one_clipped_box_per_batch():
+    x, y = constant_batch(16)
+    for seed in range(6):
+        _, targets = Mixer(1.0, seed=seed).apply("mixup", x, y)
+        own = targets[np.arange(16), np.arange(16)]
+        moved = own < 1  # images paired with another: all with the same lambda
+        assert np.allclose(own[moved], own[moved][0])
+        images, targets = Mixer(1.0, seed=seed).apply("cutmix", x, y)
+        pasted = images != x                          # one box, the same for every image
+        box = pasted.any(axis=0)[..., 0]
+        rows, cols = np.flatnonzero(box.any(axis=1)), np.flatnonzero(box.any(axis=0))
+        if len(rows):
+            assert box[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1].all()
+
+
+def test_official_pipeline_augments_each_image_before_the_mixing():
+    from ablation.augment import build_augmentation
+
+    cfg = compose("experiment=paper_cifar10", "trainer.batch_size=16")
+    augmentation = dict(cfg.augmentation)
+    assert augmentation["implementation"] == "official"
+    x = np.random.default_rng(0).integers(0, 256, (64, 32, 32, 3)).astype(np.float32)
+    y = np.arange(64) % 10
+    trainer = {**dict(cfg.trainer), "data_workers": 1}
+    make = lambda: training_batches(x, y, 10, trainer, augmentation, seed=3)
+    a, b = make(), make()
+    assert a.augment is not None and a.mixer is not None and a.passes == 3
+    images, targets = a[1]
+    assert np.array_equal(images, b[1][0]) and np.array_equal(targets, b[1][1])
+    assert images.dtype == np.float32 and not np.array_equal(images, x[a.order[16:32]])
+    assert np.allclose(targets.sum(axis=1), 1.0)
+    # the model keeps only normalisation (and resizing): the same in training and inference
+    chain = build_augmentation(32, x, **augmentation)
+    assert [layer.name for layer in chain.layers] == ["normalization", "resize"]
+    assert np.allclose(np.asarray(chain(x[:4], training=True)),
+                       np.asarray(chain(x[:4], training=False)))
+
+
+@pytest.mark.slow
+def test_paper_cifar10_trains_end_to_end_with_the_official_pipeline(tmp_path):
+    from test_data import make_cifar_archive
+
+    from ablation.job import run_job
+
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    make_cifar_archive(archive, False, n_train=40, n_test=10)
+    cfg = compose("experiment=paper_cifar10", f"dataset.path={archive}", "trainer.epochs=1",
+                  "trainer.batch_size=16", "trainer.verbose=0", "trainer.checkpoint=false",
+                  "wandb.mode=disabled", "model.depth=1", "spt=true", "lsa=true")
+    record = run_job(cfg, tmp_path / "run")
+    assert record["status"] == "completed" and record["protocol"] == "official"
+    assert record["config"]["augmentation"]["implementation"] == "official"
+    assert record["epochs_completed"] == 1 and np.isfinite(record["metrics"]["test_loss"])

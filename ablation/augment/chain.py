@@ -33,9 +33,13 @@ def build_augmentation(
     are adapted on ``normalization_data`` (the training split).
     ``implementation="fused"`` does resize, flip, rotation and zoom as one
     affine resample (:class:`ablation.augment.affine.AffineAugmentation`, fast on every
-    backend); ``"keras_layers"`` chains the keras.io example's four layers.
-    ``recipe`` holds the official recipe's keys (crop, AutoAugment, erasing),
-    built by :func:`ablation.augment.recipe.recipe_layers` around the steps here;
+    backend); ``"keras_layers"`` chains the keras.io example's four layers;
+    ``"official"`` leaves only normalisation and resizing here, the per-image
+    recipe running in the input pipeline (:mod:`ablation.augment.official`).
+    Under ``fused``/``keras_layers``, ``recipe`` holds the official recipe's keys
+    (crop, AutoAugment, erasing) built from Keras' own layers by
+    :func:`ablation.augment.recipe.recipe_layers` around the steps here: an
+    approximation of the official recipe, not the recipe (see docs/paper-recipe.md);
     ``input_size`` is the side of the images fed in (before resizing), which
     the padded crop is relative to. Every random layer gets its own seed
     derived from ``seed`` (:func:`ablation.augment.seeding.layer_seed`).
@@ -43,10 +47,19 @@ def build_augmentation(
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by ablation.config.validate
         raise ValueError(f"augmentation.implementation must be one of "
                          f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
-    before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
     normalization = AdaptedNormalization(name="normalization")
     if normalization_data is not None:
         normalization.adapt(normalization_data)
+    if implementation == "official":
+        # flip, crop, AutoAugment, erasing and mixing run in the input pipeline
+        # (ablation.augment.official, ablation.data.batches); the model normalises
+        # and resizes only, the same in training and at inference
+        if rotation or zoom:
+            raise ValueError("augmentation.implementation=official has no rotation or zoom "
+                             "(the official recipe): set them to 0")
+        return keras.Sequential([normalization, AffineAugmentation(image_size, name="resize")],
+                                name="augmentation")
+    before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
     if implementation == "fused":
         resample = AffineAugmentation(image_size, horizontal_flip=horizontal_flip,
                                       rotation=rotation, zoom=zoom,

@@ -1,7 +1,11 @@
 """The augmentation alone, in training mode: images/s of the fused affine resample
-against the keras.io example's chained layers.
+against the keras.io example's chained layers; or, for
+``augmentation.implementation=official``, the input pipeline's per-image recipe
+and mixing on one core against the model's training rate.
 
     python -m ablation.bench augment model=keras_io --batch 256 --steps 5
+    python -m ablation.bench augment experiment=paper_cifar100 spt=true lsa=true \
+        --batch 128 --steps 20
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
     from ablation.augment import build_augmentation
 
     config = compose_config(overrides)
+    if config["augmentation"].get("implementation") == "official":
+        return bench_official(config, batch, steps)
     shape, _ = dataset_shape(config)
     x = np.random.default_rng(0).integers(0, 256, (batch, *shape)).astype("float32")
     size = int(config["model"]["image_size"])
@@ -52,3 +58,42 @@ def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
         print(f"{keras.backend.backend():>10} {implementation:>12}: "
               f"{batch * steps / wall:9.1f} images/s {1000 * cpu / (batch * steps):7.3f} CPU ms/image",
               flush=True)
+
+
+def bench_official(config, batch: int, steps: int) -> None:
+    """The official pipeline (per-image recipe then Mixup/CutMix, every batch mixed) on
+    one thread, in images/s and CPU ms per image, then three training steps of the
+    config's model on its output: how many cores the pipeline needs to feed it."""
+    import keras
+
+    from ablation.augment.official import from_config
+    from ablation.data.batches import Mixer, TrainingBatches
+    from ablation.model import build_model
+    from ablation.train.fit import compile_model
+
+    shape, classes = dataset_shape(config)
+    x = np.random.default_rng(0).integers(0, 256, (batch * max(steps, 4), *shape))
+    x = x.astype("float32")
+    y = np.arange(len(x)) % classes
+    data = TrainingBatches(x, y, classes, batch, mixer=Mixer(1.0, seed=0),
+                           augment=from_config(config["augmentation"], x), seed=0)
+    data[0]
+    cpu, wall = time.process_time(), time.perf_counter()
+    for i in range(steps):
+        data[i % len(data)]
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    per_core = batch * steps / cpu
+    print(f"official pipeline, 1 thread: {batch * steps / wall:9.1f} images/s "
+          f"{1000 * cpu / (batch * steps):7.3f} CPU ms/image ({per_core:,.0f} images/s per "
+          f"core)", flush=True)
+    keras.utils.set_random_seed(0)
+    model = build_model(config, classes, shape, normalization_data=x[:256])
+    compile_model(model, config["trainer"], 100, classes, soft_targets=True)
+    model.train_on_batch(*data[0])  # tracing
+    wall = time.perf_counter()
+    for i in range(3):
+        model.train_on_batch(*data[i + 1])
+    rate = 3 * batch / (time.perf_counter() - wall)
+    print(f"{keras.backend.backend()} model {config['model']['name']} training: "
+          f"{rate:9.1f} images/s; the pipeline needs {rate / per_core:.2f} cores to feed it; "
+          f"per 1,000 images/s of an accelerator: {1000 / per_core:.2f} cores", flush=True)

@@ -21,8 +21,9 @@ def _positive(cfg: Mapping, key: str, kind=(int, float)) -> None:
 
 # trainer.precision: Keras dtype policies (mixed_bfloat16: bf16 compute, fp32 weights).
 PRECISIONS = ("float32", "mixed_bfloat16")
-# augmentation.implementation (see ablation.augment.chain.build_augmentation).
-AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers")
+# augmentation.implementation (see ablation.augment.chain.build_augmentation):
+# official = the per-image recipe in the input pipeline with PIL's semantics.
+AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
 
 
 def validate(cfg: Mapping) -> None:

@@ -1,12 +1,15 @@
 """The training input pipeline: batches, repeated passes, Mixup/CutMix, soft targets.
 
-Mixing needs the labels, so it cannot live in the model with the per-image
-augmentation (:mod:`ablation.augment`); it lives here, in a
+Mixing needs the labels, so it cannot live in the model; it lives here, in a
 ``keras.utils.PyDataset`` over numpy arrays, so it runs unchanged on the
-TensorFlow, JAX and PyTorch backends. The mixing itself is Keras' own
-``MixUp`` and ``CutMix`` layers; only CutMix's label weight is recomputed
-from the pixels actually pasted (Keras weighs labels by the continuous box
-area, which differs from the pasted pixel count by up to a row and a column).
+TensorFlow, JAX and PyTorch backends. With
+``augmentation.implementation=official`` the per-image augmentation runs here
+too, before the mixing, in the official order
+(:mod:`ablation.augment.official`); otherwise it runs inside the model. The
+mixing is numpy written to the official code's draws: one weight or one box
+per batch, the box clipped at the border, the label weight the pasted share
+(Keras' ``MixUp`` draws one weight per image, its ``CutMix`` keeps the box
+inside the image).
 
 One "epoch" is ``passes`` shuffled passes over the training set (the
 official code's repeated-augmentation sampler with ``--ra 3`` and one
@@ -20,7 +23,9 @@ from collections.abc import Mapping
 
 import keras
 import numpy as np
-from keras import ops
+
+from ablation.augment.official import OfficialAugment
+from ablation.augment.official import from_config as official_augment
 
 
 def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -31,13 +36,16 @@ def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 class Mixer:
-    """Mixup (Beta(alpha, alpha)) or CutMix (Beta(beta, beta)) on a batch, with probability.
+    """Mixup (Beta(alpha, alpha)) or CutMix (Beta(beta, beta)) on a batch, as the official code.
 
     With probability ``probability`` a batch is mixed, by CutMix or Mixup with
     equal chance (the official recipe: 0.5, alpha = beta = 1); otherwise it
-    passes unchanged. Each image is mixed with a partner from a shuffle of the
-    batch; its target becomes ``w * own + (1 - w) * partner`` where ``w`` is the
-    Mixup weight or the share of its own pixels left after the paste.
+    passes unchanged. The batch is mixed with a permutation of itself and
+    every image shares one draw: Mixup blends all images with one weight
+    lambda; CutMix pastes one box, centred uniformly and clipped at the image
+    border (its side is ``int(side * sqrt(1 - lambda))``), from the partner
+    into every image. Targets become ``w * own + (1 - w) * partner`` with
+    ``w`` = lambda for Mixup and, for CutMix, the share of pixels not pasted.
     """
 
     def __init__(self, probability: float = 0.5, mixup_alpha: float = 1.0,
@@ -46,64 +54,69 @@ class Mixer:
             raise ValueError(f"mixing probability must be in [0, 1], got {probability!r}")
         self.probability = float(probability)
         self.rng = np.random.default_rng(seed)
-        self.mixup = (keras.layers.MixUp(alpha=float(mixup_alpha), seed=seed)
-                      if mixup_alpha else None)
-        # factor=(b, b): Beta(b, b) exactly; a single number would draw the
-        # Beta parameter itself uniformly from [0, b].
-        self.cutmix = (keras.layers.CutMix(factor=(float(cutmix_alpha), float(cutmix_alpha)),
-                                           seed=seed) if cutmix_alpha else None)
+        self.mixup_alpha = float(mixup_alpha or 0.0)
+        self.cutmix_alpha = float(cutmix_alpha or 0.0)
 
     def choose(self, rng: np.random.Generator | None = None) -> str | None:
         """``mixup``, ``cutmix`` or None for the next batch."""
         rng = rng or self.rng
-        kinds = [k for k, layer in (("cutmix", self.cutmix), ("mixup", self.mixup)) if layer]
+        kinds = [k for k, alpha in (("cutmix", self.cutmix_alpha), ("mixup", self.mixup_alpha))
+                 if alpha > 0]
         if not kinds or rng.random() >= self.probability:
             return None
         return kinds[int(rng.integers(len(kinds)))]
 
+    @staticmethod
+    def cutmix_box(height: int, width: int, lam: float, rng: np.random.Generator):
+        """(top, left, bottom, right) of the official box: centre uniform, clipped."""
+        cut = math.sqrt(1.0 - lam)
+        half_h, half_w = int(height * cut) // 2, int(width * cut) // 2
+        cy, cx = int(rng.integers(height)), int(rng.integers(width))
+        return (min(max(cy - half_h, 0), height), min(max(cx - half_w, 0), width),
+                min(max(cy + half_h, 0), height), min(max(cx + half_w, 0), width))
+
     def apply(self, kind: str, images: np.ndarray, targets: np.ndarray,
-              seed: int | None = None):
+              seed: int | None = None, rng: np.random.Generator | None = None):
         """Mix one batch with ``kind``; returns numpy (images, targets).
 
-        With ``seed`` the draws depend on it alone (a fresh generator per
-        batch), so batches prepared by parallel workers stay reproducible.
+        With ``seed`` (or ``rng``) the draws depend on it alone, so batches
+        prepared by parallel workers stay reproducible.
         """
-        layer = self.cutmix if kind == "cutmix" else self.mixup
-        data = {"images": ops.convert_to_tensor(images), "labels": ops.convert_to_tensor(targets)}
-        generator = None if seed is None else keras.random.SeedGenerator(seed)
-        t = layer.get_random_transformation(data, training=True, seed=generator)
-        mixed = layer.transform_images(data["images"], t, training=True)
-        order = ops.convert_to_numpy(t["permutation_order"]).astype(np.int64)
-        if kind == "cutmix":  # weight = share of own pixels actually left
-            pasted = ops.convert_to_numpy(t["batch_masks"]).astype(np.float32)
-            weight = 1.0 - pasted.reshape(len(images), -1).mean(axis=1)
+        rng = rng or (self.rng if seed is None else np.random.default_rng(seed))
+        images = np.asarray(images, dtype=np.float32)
+        alpha = self.cutmix_alpha if kind == "cutmix" else self.mixup_alpha
+        lam = float(rng.beta(alpha, alpha))
+        order = rng.permutation(len(images))
+        if kind == "cutmix":
+            top, left, bottom, right = self.cutmix_box(*images.shape[1:3], lam, rng)
+            mixed = images.copy()
+            mixed[:, top:bottom, left:right] = images[order, top:bottom, left:right]
+            lam = 1.0 - (bottom - top) * (right - left) / (images.shape[1] * images.shape[2])
         else:
-            weight = ops.convert_to_numpy(t["mix_weight"]).astype(np.float32).reshape(-1)
-        weight = weight[:, None]
-        targets = weight * targets + (1.0 - weight) * targets[order]
-        return ops.convert_to_numpy(mixed).astype(np.float32), targets.astype(np.float32)
+            mixed = lam * images + (1.0 - lam) * images[order]
+        targets = lam * targets + (1.0 - lam) * targets[order]
+        return mixed.astype(np.float32), targets.astype(np.float32)
 
     def __call__(self, images: np.ndarray, targets: np.ndarray, key: tuple | None = None):
         """Mix (or not) one batch; ``key`` (seed, epoch, batch) makes it reproducible."""
-        if key is None:
-            kind, seed = self.choose(), None
-        else:
-            rng = np.random.default_rng(key)
-            kind, seed = self.choose(rng), int(rng.integers(2**31 - 1))
-        return (images, targets) if kind is None else self.apply(kind, images, targets, seed)
+        rng = self.rng if key is None else np.random.default_rng(key)
+        kind = self.choose(rng)
+        return (images, targets) if kind is None else self.apply(kind, images, targets, rng=rng)
 
 
 class TrainingBatches(keras.utils.PyDataset):
     """Shuffled training batches: ``passes`` passes per epoch, optional mixing.
 
     Targets are one-hot float rows when ``soft`` (needed by label smoothing
-    and mixing), else the integer labels. The last batch of an epoch may be
+    and mixing), else the integer labels. ``augment`` (the official per-image
+    augmentation) runs on each batch before the mixing. The last batch of an epoch may be
     short (as ``model.fit`` on arrays).
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, num_classes: int, batch_size: int, *,
                  passes: int = 1, soft: bool = False, mixer: Mixer | None = None,
-                 seed: int = 0, initial_epoch: int = 0, **kwargs):
+                 augment: OfficialAugment | None = None, seed: int = 0,
+                 initial_epoch: int = 0, **kwargs):
         super().__init__(**kwargs)
         if int(passes) < 1:
             raise ValueError(f"passes must be >= 1, got {passes!r}")
@@ -113,6 +126,7 @@ class TrainingBatches(keras.utils.PyDataset):
         self.passes = int(passes)
         self.soft = bool(soft or mixer is not None)
         self.mixer = mixer
+        self.augment = augment
         self.seed = int(seed)
         self.epoch = int(initial_epoch)
         self._order()
@@ -127,6 +141,9 @@ class TrainingBatches(keras.utils.PyDataset):
     def __getitem__(self, index: int):
         rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
         images = self.x[rows]
+        if self.augment is not None:  # per image, before the mixing (the official order)
+            images = self.augment(images, np.random.default_rng(
+                (self.seed, self.epoch, index, 1)))
         if not self.soft:
             return images, self.y[rows]
         targets = one_hot(self.y[rows], self.num_classes)
@@ -143,8 +160,14 @@ def needs_pipeline(trainer: Mapping, augmentation: Mapping) -> bool:
     """Whether a run needs :class:`TrainingBatches` (else plain arrays go to ``fit``)."""
     mixing = (augmentation or {}).get("mixing") or {}
     return (int(trainer.get("passes_per_epoch", 1)) > 1
+            or in_pipeline(augmentation)
             or float(trainer.get("label_smoothing", 0.0)) > 0
             or float(mixing.get("probability", 0.0)) > 0)
+
+
+def in_pipeline(augmentation: Mapping) -> bool:
+    """Whether the per-image augmentation runs in this pipeline (the official one)."""
+    return (augmentation or {}).get("implementation") == "official"
 
 
 def soft_targets(trainer: Mapping, augmentation: Mapping) -> bool:
@@ -159,7 +182,7 @@ def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Map
     """The pipeline a run's ``trainer`` and ``augmentation`` config describe.
 
     ``trainer.data_workers`` > 1 prepares that many batches at once in threads
-    (Keras' ``PyDataset`` workers; the mixing's backend ops release the GIL).
+    (Keras' ``PyDataset`` workers; numpy releases the GIL in its array loops).
     """
     workers = int(trainer.get("data_workers") or 1)
     mixing = dict((augmentation or {}).get("mixing") or {})
@@ -167,8 +190,10 @@ def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Map
     if float(mixing.get("probability", 0.0)) > 0:
         mixer = Mixer(float(mixing["probability"]), float(mixing.get("mixup_alpha", 1.0)),
                       float(mixing.get("cutmix_alpha", 1.0)), seed=seed)
+    augment = official_augment(augmentation, x) if in_pipeline(augmentation) else None
     return TrainingBatches(x, y, num_classes, int(trainer["batch_size"]),
                            passes=int(trainer.get("passes_per_epoch", 1)),
-                           soft=soft_targets(trainer, augmentation), mixer=mixer, seed=seed,
+                           soft=soft_targets(trainer, augmentation), mixer=mixer,
+                           augment=augment, seed=seed,
                            initial_epoch=initial_epoch, workers=workers,
                            use_multiprocessing=False)

@@ -112,18 +112,21 @@ class TransformerBlock(layers.Layer):
         attention: keyword arguments of :class:`MultiHeadSelfAttention`.
         mlp: keyword arguments of :class:`FeedForward`.
         drop_path: stochastic-depth rate of both residual branches (:class:`DropPath`).
+        epsilon: the LayerNorms' epsilon (official code 1e-5, keras.io 1e-6).
     """
 
-    def __init__(self, attention: dict, mlp: dict, drop_path: float = 0.0, **kwargs):
+    def __init__(self, attention: dict, mlp: dict, drop_path: float = 0.0,
+                 epsilon: float = LAYER_NORM_EPSILON, **kwargs):
         super().__init__(**kwargs)
+        self.epsilon = float(epsilon)
         self.attention_config = dict(attention)
         self.mlp_config = dict(mlp)
         self.drop_path_rate = float(drop_path)
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path")
         self.attention_norm = layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="attention_norm")
+            epsilon=self.epsilon, name="attention_norm")
         self.attention = MultiHeadSelfAttention(**self.attention_config, name="attention")
-        self.mlp_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="mlp_norm")
+        self.mlp_norm = layers.LayerNormalization(epsilon=self.epsilon, name="mlp_norm")
         self.mlp = FeedForward(**self.mlp_config, name="mlp")
 
     def build(self, input_shape):
@@ -141,4 +144,5 @@ class TransformerBlock(layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "attention": self.attention_config,
-                "mlp": self.mlp_config, "drop_path": self.drop_path_rate}
+                "mlp": self.mlp_config, "drop_path": self.drop_path_rate,
+                "epsilon": self.epsilon}

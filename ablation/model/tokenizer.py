@@ -31,15 +31,18 @@ class PatchTokenizer(layers.Layer):
         patch_size: side of a square patch, in pixels.
         dim: width of the output tokens.
         shifted: turn on Shifted Patch Tokenization (the ``spt`` switch).
+        epsilon: epsilon of the shifted tokens' LayerNorm.
     """
 
-    def __init__(self, patch_size: int, dim: int, shifted: bool = False, **kwargs):
+    def __init__(self, patch_size: int, dim: int, shifted: bool = False,
+                 epsilon: float = LAYER_NORM_EPSILON, **kwargs):
         super().__init__(**kwargs)
+        self.epsilon = float(epsilon)
         self.patch_size = int(patch_size)
         self.dim = int(dim)
         self.shifted = bool(shifted)
         self.norm = (
-            layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
+            layers.LayerNormalization(epsilon=self.epsilon, name="norm")
             if self.shifted
             else None
         )
@@ -103,4 +106,5 @@ class PatchTokenizer(layers.Layer):
             "patch_size": self.patch_size,
             "dim": self.dim,
             "shifted": self.shifted,
+            "epsilon": self.epsilon,
         }

@@ -17,6 +17,7 @@ from keras import layers
 
 from ablation.augment import build_augmentation
 from ablation.model.attention import MultiHeadSelfAttention
+from ablation.model.init import initialise
 from ablation.model.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
@@ -53,6 +54,8 @@ def build_vit(
     temperature_form: str = "divide",
     qkv_bias: bool = True,
     drop_path: float = 0.0,
+    init: str = "keras",
+    layer_norm_epsilon: float = LAYER_NORM_EPSILON,
     augmentation: Mapping | None = None,
     normalization_data: np.ndarray | None = None,
     seed: int | None = None,
@@ -63,14 +66,17 @@ def build_vit(
     ``key_dim=None`` splits ``dim`` evenly over the heads.
     ``pooling="flatten"`` flattens all tokens into an MLP head (keras.io
     example); ``"class_token"`` prepends a class token and classifies its final
-    state (the paper's ViT); ``"mean"`` averages the tokens.
+    state (the paper's ViT); ``"mean"`` averages the tokens. ``init`` draws the
+    initial weights as the code the model reproduces does
+    (:mod:`ablation.model.init`); ``layer_norm_epsilon`` is every LayerNorm's.
     """
     if pooling not in ("flatten", "class_token", "mean"):
         raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x = build_augmentation(image_size, normalization_data, seed=seed,
                            input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
-    tokens = PatchTokenizer(patch_size, dim, shifted=spt, name="patch_tokenizer")(x)
+    tokens = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=layer_norm_epsilon,
+                            name="patch_tokenizer")(x)
     if pooling == "class_token":
         tokens = ClassToken(name="class_token")(tokens)
     tokens = PositionEmbedding(name="position_embedding")(tokens)
@@ -89,8 +95,9 @@ def build_vit(
     mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
                dropout=dropout)
     for i in range(depth):
-        tokens = TransformerBlock(attention, mlp, drop_path=drop_path, name=f"block_{i}")(tokens)
-    tokens = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(tokens)
+        tokens = TransformerBlock(attention, mlp, drop_path=drop_path, epsilon=layer_norm_epsilon,
+                                  name=f"block_{i}")(tokens)
+    tokens = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(tokens)
     if pooling == "flatten":
         features = layers.Flatten(name="flatten")(tokens)
     elif pooling == "class_token":
@@ -103,7 +110,9 @@ def build_vit(
         features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
     # float32 logits under a mixed precision policy keep the loss and softmax exact.
     logits = layers.Dense(num_classes, dtype="float32", name="logits")(features)
-    return keras.Model(inputs, logits, name=name)
+    model = keras.Model(inputs, logits, name=name)
+    initialise(model, init, seed)
+    return model
 
 
 # Config keys of the ``model`` group that are not arguments of build_vit.

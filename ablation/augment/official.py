@@ -1,0 +1,184 @@
+"""The official code's per-image training augmentation, in its order, in the input pipeline.
+
+The official ``main.py`` transforms each training image, in this order:
+random horizontal flip, ``RandomCrop(size, padding=4)`` (zero padding),
+AutoAugment's ``CIFAR10Policy`` on the PIL image, ``ToTensor`` and
+``Normalize``, then random erasing on the normalised tensor. Mixup/CutMix
+follow on the batch (:mod:`ablation.data.batches`).
+
+Why here and not as Keras layers inside the model: the policy's operations
+are per-image integer image processing (histograms, look-up tables, PIL's
+rounding) that Keras' layers only approximate (see
+:mod:`ablation.augment.pil_ops`), and per-image numpy on 32 px images is cheap
+next to a ViT training step, so running it on the CPU beside the
+accelerator costs nothing the accelerator waits for (the measured rate is in
+``docs/performance.md``). The model keeps only the normalisation, so
+evaluation is unchanged.
+
+Normalisation stays in the model, so this pipeline ends in raw pixels. That
+is the official order all the same: normalisation is a per-channel affine
+map, which commutes with Mixup and CutMix (convex combinations and pasting),
+and the erasing fill is given in raw pixels, ``mean + std * fill``, where
+``fill`` is the official normalised fill: the dataset's channel means in
+[0, 1] (``RandomErasing(mean=stat[0])`` writes them into the normalised tensor).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ablation.augment import pil_ops
+from ablation.augment.autoaugment import CIFAR10_POLICY
+
+# The official SubPolicy's magnitude tables (index 0-9).
+RANGES = {
+    "shear_x": np.linspace(0, 0.3, 10), "shear_y": np.linspace(0, 0.3, 10),
+    "translate_x": np.linspace(0, 150 / 331, 10), "translate_y": np.linspace(0, 150 / 331, 10),
+    "rotate": np.linspace(0, 30, 10),
+    "color": np.linspace(0.0, 0.9, 10), "contrast": np.linspace(0.0, 0.9, 10),
+    "sharpness": np.linspace(0.0, 0.9, 10), "brightness": np.linspace(0.0, 0.9, 10),
+    "posterize": np.round(np.linspace(8, 4, 10), 0).astype(int),
+    "solarize": np.linspace(256, 0, 10),
+}
+# Operations whose magnitude the official code applies with a random sign.
+SIGNED = ("shear_x", "shear_y", "translate_x", "translate_y",
+          "color", "contrast", "sharpness", "brightness")
+ENHANCE = {"color": pil_ops.color, "contrast": pil_ops.contrast,
+           "sharpness": pil_ops.sharpness, "brightness": pil_ops.brightness}
+
+
+def magnitude(name: str, index: int) -> float:
+    """The official value of ``name`` at magnitude index ``index`` (unsigned)."""
+    return float(RANGES[name][index]) if name in RANGES else 0.0
+
+
+def apply_operation(image: np.ndarray, name: str, value: float, sign: int = 1) -> np.ndarray:
+    """One policy operation at the official ``value`` with ``sign`` (+1/-1) where it takes one."""
+    v = value * sign if name in SIGNED else value
+    if name in ENHANCE:
+        return ENHANCE[name](image, 1.0 + v)
+    if name == "translate_x":
+        return pil_ops.translate_x(image, v * image.shape[1])
+    if name == "translate_y":
+        return pil_ops.translate_y(image, v * image.shape[0])
+    if name == "shear_x":
+        return pil_ops.shear_x(image, v)
+    if name == "shear_y":
+        return pil_ops.shear_y(image, v)
+    if name == "rotate":
+        return pil_ops.rotate(image, v)
+    if name == "posterize":
+        return pil_ops.posterize(image, int(v))
+    if name == "solarize":
+        return pil_ops.solarize(image, v)
+    if name in ("autocontrast", "equalize", "invert"):
+        return getattr(pil_ops, name)(image)
+    raise ValueError(f"unknown AutoAugment operation {name!r}")
+
+
+def autoaugment(image: np.ndarray, rng: np.random.Generator, policy=CIFAR10_POLICY):
+    """``CIFAR10Policy``: one sub-policy uniformly, each of its two operations with
+    its probability, at its fixed magnitude with a random sign."""
+    sub = policy[int(rng.integers(len(policy)))]
+    for name, probability, index in sub:
+        if rng.random() < probability:
+            sign = 1 if rng.random() < 0.5 else -1
+            image = apply_operation(image, name, magnitude(name, index), sign)
+    return image
+
+
+def random_crop(image: np.ndarray, padding: int, rng: np.random.Generator) -> np.ndarray:
+    """``RandomCrop(size, padding)``: zero-pad, crop the original size at a uniform offset."""
+    h, w = image.shape[:2]
+    padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)))
+    top, left = rng.integers(0, 2 * padding + 1, size=2)
+    return padded[top:top + h, left:left + w]
+
+
+def erase_box(height: int, width: int, rng: np.random.Generator, area=(0.02, 0.4),
+              ratio: float = 0.3):
+    """The official ``RandomErasing`` box (top, left, h, w), or None after 100 misses.
+
+    Area uniform in ``area`` of the image, aspect ``h / w`` uniform in
+    [ratio, 1 / ratio] (so tall boxes are the likelier), sides rounded
+    half to even as Python's ``round``.
+    """
+    for _ in range(100):
+        target = rng.uniform(*area) * height * width
+        aspect = rng.uniform(ratio, 1.0 / ratio)
+        h = round(math.sqrt(target * aspect))
+        w = round(math.sqrt(target / aspect))
+        if w < width and h < height:
+            top = int(rng.integers(0, height - h + 1))
+            left = int(rng.integers(0, width - w + 1))
+            return top, left, h, w
+    return None
+
+
+class OfficialAugment:
+    """Flip, padded crop, AutoAugment, then random erasing, per image, as the official code.
+
+    Args:
+        fill: erasing fill in raw pixels per channel (see the module's note).
+        horizontal_flip: flip half the images left-right.
+        crop_padding: zero padding of the random crop (0: no crop).
+        policy: ``autoaugment`` (the CIFAR-10 policy) or None.
+        random_erasing: probability of erasing one box per image.
+    """
+
+    def __init__(self, fill, horizontal_flip: bool = True, crop_padding: int = 4,
+                 policy: str | None = "autoaugment", random_erasing: float = 0.25):
+        if policy not in ("autoaugment", None):
+            raise ValueError(f"augmentation.policy={policy!r}: the official pipeline "
+                             f"implements autoaugment or null")
+        self.fill = np.asarray(fill, dtype=np.float32).reshape(-1)
+        self.horizontal_flip = bool(horizontal_flip)
+        self.crop_padding = int(crop_padding or 0)
+        self.policy = policy
+        self.random_erasing = float(random_erasing or 0.0)
+
+    def image(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One uint8 (H, W, C) image -> augmented float32 raw pixels."""
+        if self.horizontal_flip and rng.random() < 0.5:
+            image = image[:, ::-1]
+        if self.crop_padding:
+            image = random_crop(image, self.crop_padding, rng)
+        if self.policy == "autoaugment":
+            image = autoaugment(np.ascontiguousarray(image), rng)
+        out = image.astype(np.float32)
+        if self.random_erasing and rng.random() < self.random_erasing:
+            box = erase_box(*image.shape[:2], rng)
+            if box is not None:
+                top, left, h, w = box
+                out[top:top + h, left:left + w] = self.fill
+        return out
+
+    def __call__(self, images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A batch of raw-pixel images (0-255) -> float32, each augmented on its own."""
+        pixels = np.clip(np.rint(images), 0, 255).astype(np.uint8)
+        return np.stack([self.image(im, rng) for im in pixels])
+
+
+def erasing_fill(x_train: np.ndarray) -> np.ndarray:
+    """Raw-pixel fill equal to the official normalised fill (the channel means in [0, 1])."""
+    channels = x_train.shape[-1]
+    total, squares, count = np.zeros(channels), np.zeros(channels), 0
+    for start in range(0, len(x_train), 4096):  # in chunks: no float64 copy of the data
+        chunk = np.asarray(x_train[start:start + 4096], dtype=np.float64).reshape(-1, channels)
+        total += chunk.sum(axis=0)
+        squares += (chunk * chunk).sum(axis=0)
+        count += len(chunk)
+    mean = total / max(count, 1)
+    std = np.sqrt(np.maximum(squares / max(count, 1) - mean * mean, 0.0))
+    return (mean + std * mean / 255.0).astype(np.float32)
+
+
+def from_config(augmentation: Mapping, x_train: np.ndarray) -> OfficialAugment:
+    """The pipeline ``augmentation.implementation=official`` describes."""
+    return OfficialAugment(erasing_fill(x_train),
+                           horizontal_flip=bool(augmentation.get("horizontal_flip", True)),
+                           crop_padding=int(augmentation.get("crop_padding") or 0),
+                           policy=augmentation.get("policy"),
+                           random_erasing=float(augmentation.get("random_erasing") or 0.0))

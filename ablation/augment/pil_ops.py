@@ -1,0 +1,196 @@
+"""AutoAugment's image operations with PIL's semantics, in numpy, one uint8 image at a time.
+
+The official code runs AutoAugment on PIL images (``ImageOps``, ``ImageEnhance``,
+``Image.transform``). Keras' preprocessing layers differ from those in ways that
+change what the network sees: ``Equalization`` pools one histogram over the
+whole batch, ``RandomPosterization`` and ``Solarization`` draw their strength,
+``RandomSharpness`` uses another blur and scale, ``RandomBrightness`` adds
+where PIL multiplies. These functions reproduce PIL's integer arithmetic
+instead (its luma weights, truncating blends, 3x3 smoothing with untouched
+borders, cubic kernel of ``Image.transform`` with a = -1, nearest-neighbour
+pixel-centre rule), so each agrees with PIL to one grey level and the tests
+check that, op by op, with PIL itself as the oracle. They are plain numpy on
+one ``(H, W, C)`` uint8 image (C = 1 or 3): PIL is not needed at run time.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+GREY = 128  # the official policy's fill for pixels shifted in from outside
+
+
+def _blend(degenerate: np.ndarray, image: np.ndarray, factor: float) -> np.ndarray:
+    """``Image.blend(degenerate, image, factor)``: truncated towards zero, clipped."""
+    a = degenerate.astype(np.float32)
+    out = a + np.float32(factor) * (image.astype(np.float32) - a)
+    return np.clip(out, 0, 255).astype(np.uint8)  # float -> uint8 truncates, as PIL's cast
+
+
+def grey(image: np.ndarray) -> np.ndarray:
+    """``convert("L")``: ITU-R 601 luma in PIL's 16-bit fixed point, (H, W, 1)."""
+    if image.shape[-1] == 1:
+        return image
+    rgb = image.astype(np.uint32)
+    luma = (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
+    return luma.astype(np.uint8)[..., None]
+
+
+def invert(image: np.ndarray) -> np.ndarray:
+    return 255 - image
+
+
+def posterize(image: np.ndarray, bits: int) -> np.ndarray:
+    """Keep the top ``bits`` bits of every channel."""
+    return image & np.uint8((0xFF << (8 - int(bits))) & 0xFF)
+
+
+def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
+    """Invert every channel value at or above ``threshold``."""
+    return np.where(image < threshold, image, 255 - image).astype(np.uint8)
+
+
+def autocontrast(image: np.ndarray) -> np.ndarray:
+    """Stretch each channel so its darkest value is 0 and its lightest 255."""
+    out = np.empty_like(image)
+    for c in range(image.shape[-1]):
+        channel = image[..., c]
+        lo, hi = int(channel.min()), int(channel.max())
+        if hi <= lo:
+            out[..., c] = channel
+            continue
+        scale = 255.0 / (hi - lo)
+        lut = np.clip((np.arange(256) * scale - lo * scale).astype(np.int64), 0, 255)
+        out[..., c] = lut.astype(np.uint8)[channel]
+    return out
+
+
+def equalize(image: np.ndarray) -> np.ndarray:
+    """Per channel, map values through the image's own cumulative histogram (PIL's steps)."""
+    out = np.empty_like(image)
+    for c in range(image.shape[-1]):
+        channel = image[..., c]
+        histogram = np.bincount(channel.reshape(-1), minlength=256)
+        used = histogram[histogram > 0]
+        step = (int(used.sum()) - int(used[-1])) // 255 if len(used) > 1 else 0
+        if not step:
+            out[..., c] = channel
+            continue
+        before = np.concatenate([[0], np.cumsum(histogram)[:-1]])  # pixels below each value
+        lut = np.minimum((step // 2 + before) // step, 255)
+        out[..., c] = lut.astype(np.uint8)[channel]
+    return out
+
+
+def color(image: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Color``: blend with the grey version (0 = grey, 1 = unchanged)."""
+    if image.shape[-1] == 1:
+        return image
+    return _blend(np.broadcast_to(grey(image), image.shape), image, factor)
+
+
+def contrast(image: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Contrast``: blend with the flat image of the rounded mean luma."""
+    mean = int(grey(image).mean(dtype=np.float64) + 0.5)
+    return _blend(np.full_like(image, mean), image, factor)
+
+
+def brightness(image: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Brightness``: blend with black, i.e. multiply by ``factor``."""
+    return _blend(np.zeros_like(image), image, factor)
+
+
+def smooth(image: np.ndarray) -> np.ndarray:
+    """``ImageFilter.SMOOTH`` (3x3, centre 5, others 1, /13); the border is left as is."""
+    x = image.astype(np.float32)
+    out = x.copy()
+    if min(image.shape[:2]) < 3:
+        return image.copy()
+    total = np.zeros_like(x[1:-1, 1:-1])
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            total += x[dy:dy + x.shape[0] - 2, dx:dx + x.shape[1] - 2]
+    total += 4 * x[1:-1, 1:-1]
+    out[1:-1, 1:-1] = np.floor(total / np.float32(13) + np.float32(0.5))
+    return np.clip(out, 0, 255).astype(np.uint8)
+
+
+def sharpness(image: np.ndarray, factor: float) -> np.ndarray:
+    """``ImageEnhance.Sharpness``: blend with the smoothed image (0 = smooth, 1 = unchanged)."""
+    return _blend(smooth(image), image, factor)
+
+
+def _cubic_weights(d: np.ndarray) -> np.ndarray:
+    """PIL's ``Image.transform`` bicubic: the cubic convolution kernel with a = -1."""
+    d = d[..., None]
+    p = [np.ones_like(d), d, d * d, d * d * d]
+    # taps at offsets -1, 0, 1, 2 of the coefficients p1 + d p2 + d^2 p3 + d^3 p4
+    w_m1 = -p[1] + 2 * p[2] - p[3]
+    w_0 = p[0] - 2 * p[2] + p[3]
+    w_1 = p[1] + p[2] - p[3]
+    w_2 = -p[2] + p[3]
+    return np.concatenate([w_m1, w_0, w_1, w_2], axis=-1)
+
+
+def affine(image: np.ndarray, matrix, resample: str = "nearest", fill: int = GREY) -> np.ndarray:
+    """``Image.transform(size, AFFINE, matrix, resample, fillcolor=fill)``.
+
+    ``matrix`` (a, b, c, d, e, f) maps an output pixel centre (x + 0.5, y + 0.5)
+    to the input point (a x + b y + c, d x + e y + f); a point outside the
+    image takes ``fill``. ``nearest`` takes the pixel containing the point;
+    ``bicubic`` interpolates the 4 x 4 pixels around it, clamped at the border,
+    and truncates.
+    """
+    a, b, c, d, e, f = (float(v) for v in matrix)
+    h, w = image.shape[:2]
+    ys, xs = np.meshgrid(np.arange(h, dtype=np.float64) + 0.5,
+                         np.arange(w, dtype=np.float64) + 0.5, indexing="ij")
+    xin = a * xs + b * ys + c
+    yin = d * xs + e * ys + f
+    inside = (xin >= 0) & (xin < w) & (yin >= 0) & (yin < h)
+    if resample == "nearest":
+        col = np.clip(np.floor(xin).astype(np.int64), 0, w - 1)
+        row = np.clip(np.floor(yin).astype(np.int64), 0, h - 1)
+        values = image[row, col]
+    elif resample == "bicubic":
+        x, y = xin - 0.5, yin - 0.5
+        x0, y0 = np.floor(x), np.floor(y)
+        wx, wy = _cubic_weights(x - x0), _cubic_weights(y - y0)  # (H, W, 4)
+        taps = np.arange(-1, 3)
+        cols = np.clip(x0.astype(np.int64)[..., None] + taps, 0, w - 1)
+        rows = np.clip(y0.astype(np.int64)[..., None] + taps, 0, h - 1)
+        patch = image.astype(np.float64)[rows[..., :, None], cols[..., None, :]]  # H W 4 4 C
+        rows_mixed = np.einsum("hwjc,hwj->hwc",
+                               np.einsum("hwijc,hwj->hwic", patch, wx), wy)
+        values = np.clip(rows_mixed, 0, 255).astype(np.uint8)
+    else:
+        raise ValueError(f"resample must be nearest or bicubic, got {resample!r}")
+    return np.where(inside[..., None], values, np.uint8(fill)).astype(np.uint8)
+
+
+def shear_x(image: np.ndarray, amount: float) -> np.ndarray:
+    return affine(image, (1, amount, 0, 0, 1, 0), "bicubic")
+
+
+def shear_y(image: np.ndarray, amount: float) -> np.ndarray:
+    return affine(image, (1, 0, 0, amount, 1, 0), "bicubic")
+
+
+def translate_x(image: np.ndarray, pixels: float) -> np.ndarray:
+    return affine(image, (1, 0, pixels, 0, 1, 0), "nearest")
+
+
+def translate_y(image: np.ndarray, pixels: float) -> np.ndarray:
+    return affine(image, (1, 0, 0, 0, 1, pixels), "nearest")
+
+
+def rotate(image: np.ndarray, degrees: float) -> np.ndarray:
+    """``Image.rotate(degrees)`` (counter-clockwise about the centre, nearest), grey fill."""
+    h, w = image.shape[:2]
+    angle = -math.radians(degrees)
+    cos, sin = round(math.cos(angle), 15), round(math.sin(angle), 15)
+    cx, cy = w / 2.0, h / 2.0
+    c = cos * -cx + sin * -cy + cx
+    f = -sin * -cx + cos * -cy + cy
+    return affine(image, (cos, sin, c, -sin, cos, f), "nearest")

@@ -1,0 +1,55 @@
+"""Initial weights as the code a model reproduces draws them (``model.init``).
+
+- ``official`` (the official PyTorch ViT): class token and position embedding
+  standard normal (``torch.randn``); every Linear layer xavier-normal, i.e.
+  normal with variance 2 / (fan_in + fan_out), biases zero. The official q/k/v
+  projection is one fused ``Linear(dim, 3 * inner)``, so its fans are
+  (dim, 3 * inner); here it is three Dense layers, each drawn with the fused
+  matrix's variance (2 / 768 for dim 192), not their own (2 / 384).
+- ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
+  kernels, zero biases), and the position embedding as its ``Embedding``
+  layer's, uniform in +-0.05.
+- ``keras``: as the layers are built (position embedding truncated normal
+  0.02, class token zeros, Glorot-uniform kernels).
+
+The draws are numpy's, from the run's seed, assigned after the model is
+built: the layers keep their own initialisers for any other use.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+INITIALISATIONS = ("keras", "official", "keras_io")
+QKV = ("attention/query/kernel", "attention/key/kernel", "attention/value/kernel")
+
+
+def _xavier_normal(rng: np.random.Generator, shape, fan_in: int, fan_out: int) -> np.ndarray:
+    return rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), shape)
+
+
+def initial_values(path: str, shape, scheme: str, rng: np.random.Generator):
+    """The initial value of the weight at ``path`` (None: keep the layer's own)."""
+    if scheme == "official":
+        if path.endswith(("class_token/token", "position_embedding/embedding")):
+            return rng.standard_normal(shape)
+        if path.endswith(QKV):  # one third of the fused (dim, 3 * inner) matrix
+            return _xavier_normal(rng, shape, shape[0], 3 * shape[1])
+        if path.endswith("/kernel") and len(shape) == 2:
+            return _xavier_normal(rng, shape, shape[0], shape[1])
+        return None
+    if scheme == "keras_io" and path.endswith("position_embedding/embedding"):
+        return rng.uniform(-0.05, 0.05, shape)
+    return None
+
+
+def initialise(model, scheme: str = "keras", seed: int | None = None) -> None:
+    """Re-draw ``model``'s weights as ``scheme`` describes (see the module's note)."""
+    if scheme not in INITIALISATIONS:
+        raise ValueError(f"model.init={scheme!r} is not one of {', '.join(INITIALISATIONS)}")
+    if scheme == "keras":
+        return
+    rng = np.random.default_rng(None if seed is None else [int(seed), 0x1D17])
+    for variable in model.weights:
+        value = initial_values(variable.path, tuple(variable.shape), scheme, rng)
+        if value is not None:
+            variable.assign(value.astype(variable.dtype))
