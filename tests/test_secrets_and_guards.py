@@ -32,7 +32,7 @@ SECRET_ARGS = {
     "+wandb.api_key_b64=KKK1": ("KKK1",),                                  # the word, then more
     "+x.passphrase=KKK4": ("KKK4",),
     # credentials inside the values of keys that do not look secret
-    "+wandb.notes='see https://alice:URLPW111@example.com/x'": ("URLPW111",),
+    "+wandb.link='see https://alice:URLPW111@example.com/x'": ("URLPW111",),
     "+report.note='login with token=EMB111 EMB222'": ("EMB111", "EMB222"),
 }
 # A config file of the user's (--config-dir): a PEM block under a secret-named
@@ -56,10 +56,10 @@ def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_p
     out = tmp_path / "results"
     (tmp_path / "site_conf" / "site").mkdir(parents=True)
     (tmp_path / "site_conf" / "site" / "creds.yaml").write_text(SITE_CONFIG)
-    result = run_cli("-m", "experiment=smoke", f"results_dir={out}", "trainer.epochs=1",
-                     "dataset.limit_train=256", "dataset.limit_test=64", "trainer.verbose=0",
-                     "wandb.mode=offline", "report.after_sweep=false", *SECRET_ARGS,
-                     f"--config-dir={tmp_path / 'site_conf'}", "+site=creds")
+    result = run_cli("-m", f"--config-dir={tmp_path / 'site_conf'}", "experiment=smoke",
+                     f"results_dir={out}", "trainer.epochs=1", "dataset.limit_train=256",
+                     "dataset.limit_test=64", "trainer.verbose=0", "wandb.mode=offline",
+                     "report.after_sweep=false", "+site=creds", *SECRET_ARGS)
     terminal = result.stdout + result.stderr
     assert result.returncode == 0, terminal[-3000:]
     assert "#0 : " in terminal  # Hydra's job line, which echoes the overrides
@@ -67,7 +67,6 @@ def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_p
     assert any(p.name == "run.json" for p in files) and any(p.suffix == ".wandb" for p in files)
     assert any(p.name == "multirun.yaml" for p in files)
     assert any(p.parent.name == ".hydra" and p.name == "config.yaml" for p in files)
-    assert any(p.name == "config.yaml" and "files" in p.parts for p in files)  # W&B's copy
     record = next(p for p in files if p.name == "run.json").read_text()
     assert "wandb.example.com" in record and "***redacted***" in record  # masked, not dropped
     for token in TOKENS + FILE_TOKENS:
