@@ -109,3 +109,14 @@ def test_schema_refusals_are_one_line(override, words):
     with pytest.raises(ConfigError) as error:
         validate(resolved(override))
     assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_configuration_page_lists_every_declared_setting():
+    import re
+
+    from ablation.config.schema import declared_keys
+
+    text = (CONF.parent / "docs" / "configuration.md").read_text()
+    section = text.split("\n## Types and ranges\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, flags=re.MULTILINE))
+    assert rows == declared_keys()

@@ -58,7 +58,7 @@ Switch = Annotated[Any, AfterValidator(_switch),
                    Field(description="is not a boolean: use {key}=true or {key}=false")]
 Text = Annotated[StrictStr, Field(description="must be a string")]
 # Names may be numbers on the command line (name=2026): they only name folders and runs.
-Name = Annotated[StrictStr | StrictInt, Field(description="must be a name")]
+Name = Annotated[StrictStr | StrictInt, Field(description="must be text or a whole number")]
 Units = Annotated[list[PositiveInt], Field(description="must be a list of positive integers")]
 Texts = Annotated[list[StrictStr], Field(description="must be a list of strings")]
 
@@ -254,3 +254,16 @@ def check_schema(config: Mapping) -> None:
         RunConfig.model_validate(dict(config))
     except ValidationError as e:
         raise ConfigError(refusal(e.errors()[0], config)) from None
+
+
+def declared_keys(schema: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, str]:
+    """Every declared dotted key and what its value must be (the docs' table)."""
+    keys = {}
+    for name, info in schema.model_fields.items():
+        group = next((a for a in (info.annotation, *get_args(info.annotation))
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if group is not None:
+            keys.update(declared_keys(group, f"{prefix}{name}."))
+        else:
+            keys[f"{prefix}{name}"] = _predicate(info).format(key=f"{prefix}{name}")
+    return keys
