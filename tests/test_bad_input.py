@@ -111,6 +111,58 @@ def test_bad_value_late_in_a_sweep_stops_it_before_the_first_job(tmp_path, overr
     assert_refused(result, message, tmp_path)
 
 
+# Every value has a declared type and range (ablation/config/schema.py): a value
+# that breaks it in any job of a sweep stops the sweep before the first job.
+TYPED = {
+    "label smoothing not a number": ("trainer.label_smoothing=0.1,abc",
+                                     "trainer.label_smoothing='abc' must be a number in [0, 1)"),
+    "weight decay not a number": ("trainer.weight_decay=0.05,abc",
+                                  "trainer.weight_decay='abc' must be a number >= 0"),
+    "validation fraction not a number": (
+        "dataset.validation_fraction=0.1,abc",
+        "dataset.validation_fraction='abc' must be a number in (0, 1)"),
+    "mlp units not a list": ("model.mlp_hidden_units=[64],abc",
+                             "model.mlp_hidden_units='abc' must be a list of positive integers"),
+    "mlp units with a word": ("model.mlp_hidden_units=[64],[64,x]",
+                              "model.mlp_hidden_units=[64, 'x'] must be a list of positive"),
+    "nan learning rate": ("trainer.learning_rate=0.003,nan",
+                          "trainer.learning_rate=nan must be a finite number (not nan or inf)"),
+    "infinite weight decay": ("trainer.weight_decay=0,inf",
+                              "trainer.weight_decay=inf must be a finite number (not nan or inf)"),
+    "negative limit": ("dataset.limit_train=100,-5",
+                       "dataset.limit_train=-5 must be a positive integer, or null"),
+    "zero depth": ("model.depth=2,0", "model.depth=0 must be a positive integer"),
+    "zero passes": ("trainer.passes_per_epoch=1,0",
+                    "trainer.passes_per_epoch=0 must be a positive integer"),
+    "zero probe images": ("diagnostics.probe_images=8,0",
+                          "diagnostics.probe_images=0 must be a positive integer"),
+    "negative warm-up epochs": ("trainer.warmup_epochs=1,-1",
+                                "trainer.warmup_epochs=-1 must be an integer >= 0, or null"),
+    "erasing probability": ("+augmentation.random_erasing=0.25,1.5",
+                            "augmentation.random_erasing=1.5 must be a probability in [0, 1]"),
+    "mixing probability": ("+augmentation.mixing.probability=0.5,2",
+                           "augmentation.mixing.probability=2 must be a probability in [0, 1]"),
+    "unknown policy": ("+augmentation.policy=autoaugment,autoaugmnet",
+                       "augmentation.policy='autoaugmnet' is not one of autoaugment, randaugment"),
+    "drop path of 1": ("model.drop_path=0.1,1.0", "model.drop_path=1.0 must be a rate in [0, 1)"),
+    "verbose of 3": ("trainer.verbose=0,3", "trainer.verbose=3 is not one of auto, 0, 1, 2"),
+    "boolean as a word": ("trainer.checkpoint=true,yes",
+                          "trainer.checkpoint='yes' must be true or false"),
+    "split seed": ("dataset.split_seed=0,-1",
+                   "dataset.split_seed=-1 must be an integer in [0, 2**32)"),
+    "unknown model key": ("+model.mlp_units=1,2", "model.mlp_units is not a setting of model"),
+}
+
+
+@pytest.mark.parametrize("override, message", TYPED.values(), ids=TYPED.keys())
+def test_a_value_of_the_wrong_type_in_a_later_job_stops_the_sweep_first(tmp_path, override,
+                                                                        message):
+    result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                            "trainer.epochs=1", "dataset.limit_train=64", "dataset.limit_test=32",
+                            "wandb.mode=disabled", "report.after_sweep=false", override)
+    assert_refused(result, message, tmp_path)
+
+
 @pytest.mark.slow
 def test_bad_value_late_in_a_sweep_is_refused_by_the_real_command_line(tmp_path):
     result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",

@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ablation.config import ConfigError, validate, variant_name
-from conftest import compose, run_cli
+from conftest import CONF, compose, run_cli
 
 
 def resolved(*overrides):
@@ -60,3 +60,63 @@ def test_cli_refuses_bad_input_before_training_and_writes_nothing(tmp_path):
     assert "Epoch 1" not in result.stdout
     assert not list(tmp_path.rglob("run.json"))
     assert not list(tmp_path.rglob("*.wandb"))
+
+
+def leaf_keys(node, prefix=""):
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            yield from leaf_keys(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def every_composition():
+    """Every preset, and every option of every group with the defaults around it."""
+    yield []
+    for preset in sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")):
+        yield [f"experiment={preset}"]
+    for group in ("dataset", "model", "augmentation", "trainer", "wandb", "gpu", "diagnostics"):
+        for option in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+            yield [f"{group}={option}"]
+
+
+def test_every_setting_of_every_preset_has_a_declared_type():
+    """A setting added to conf/ without a type and range in the schema fails here."""
+    from ablation.config.schema import declared
+
+    seen = set()
+    for overrides in every_composition():
+        config = resolved(*overrides)
+        seen |= set(leaf_keys(config))
+        validate(config)
+    assert {"trainer.label_smoothing", "augmentation.mixing.cutmix_alpha",
+            "dataset.class_names", "model.mlp_hidden_units"} <= seen
+    assert sorted(k for k in seen if not declared(k)) == []
+    assert not declared("trainer.no_such_key") and not declared("model.dim.x")
+
+
+@pytest.mark.parametrize("override, words", [
+    ("trainer.label_smoothing=abc", "trainer.label_smoothing='abc' must be a number in [0, 1)"),
+    ("trainer.min_learning_rate=-inf", "trainer.min_learning_rate=-inf must be a finite number"),
+    ("model.key_dim=0", "model.key_dim=0 must be a positive integer, or null"),
+    ("model.pooling=max", "model.pooling='max' is not one of flatten, class_token, mean"),
+    ("dataset.validation_fraction=1", "dataset.validation_fraction=1 must be a number in (0, 1)"),
+    ("trainer.epochs=true", "trainer.epochs=True must be a positive integer"),
+    ("wandb.tags=abc", "wandb.tags='abc' must be a list of strings"),
+    ("+model.extra=1", "model.extra is not a setting of model: its keys are name, image_size"),
+])
+def test_schema_refusals_are_one_line(override, words):
+    with pytest.raises(ConfigError) as error:
+        validate(resolved(override))
+    assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_configuration_page_lists_every_declared_setting():
+    import re
+
+    from ablation.config.schema import declared_keys
+
+    text = (CONF.parent / "docs" / "configuration.md").read_text()
+    section = text.split("\n## Types and ranges\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| (.+) \|$", section, flags=re.MULTILINE))
+    assert rows == declared_keys()

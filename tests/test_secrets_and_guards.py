@@ -31,23 +31,45 @@ SECRET_ARGS = {
     "+trainer.extra={token:'DDD111 DDD222'}": ("DDD111", "DDD222"),       # inside a dict value
     "+wandb.api_key_b64=KKK1": ("KKK1",),                                  # the word, then more
     "+x.passphrase=KKK4": ("KKK4",),
+    # credentials inside the values of keys that do not look secret
+    "+wandb.link='see https://alice:URLPW111@example.com/x'": ("URLPW111",),
+    "+report.note='login with token=EMB111 EMB222'": ("EMB111", "EMB222"),
 }
+# A config file of the user's (--config-dir): a PEM block under a secret-named
+# key, and credentials inside values of keys that do not look secret.
+SITE_CONFIG = """# @package _global_
+wandb:
+  private_key: |
+    -----BEGIN PRIVATE KEY-----
+    PEMLINE111
+    PEMLINE222
+    -----END PRIVATE KEY-----
+  server: https://bob:FILEPW111@wandb.example.com/api
+  notes: connect with password=FILEPW222 please
+"""
+FILE_TOKENS = ["PEMLINE111", "PEMLINE222", "FILEPW111", "FILEPW222"]
 TOKENS = [t for tokens in SECRET_ARGS.values() for t in tokens]
 
 
 @pytest.mark.slow
 def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_path):
     out = tmp_path / "results"
-    result = run_cli("-m", "experiment=smoke", f"results_dir={out}", "trainer.epochs=1",
-                     "dataset.limit_train=256", "dataset.limit_test=64", "trainer.verbose=0",
-                     "wandb.mode=offline", "report.after_sweep=false", *SECRET_ARGS)
+    (tmp_path / "site_conf" / "site").mkdir(parents=True)
+    (tmp_path / "site_conf" / "site" / "creds.yaml").write_text(SITE_CONFIG)
+    result = run_cli("-m", f"--config-dir={tmp_path / 'site_conf'}", "experiment=smoke",
+                     f"results_dir={out}", "trainer.epochs=1", "dataset.limit_train=256",
+                     "dataset.limit_test=64", "trainer.verbose=0", "wandb.mode=offline",
+                     "report.after_sweep=false", "+site=creds", *SECRET_ARGS)
     terminal = result.stdout + result.stderr
     assert result.returncode == 0, terminal[-3000:]
     assert "#0 : " in terminal  # Hydra's job line, which echoes the overrides
     files = [p for p in out.rglob("*")]
     assert any(p.name == "run.json" for p in files) and any(p.suffix == ".wandb" for p in files)
     assert any(p.name == "multirun.yaml" for p in files)
-    for token in TOKENS:
+    assert any(p.parent.name == ".hydra" and p.name == "config.yaml" for p in files)
+    record = next(p for p in files if p.name == "run.json").read_text()
+    assert "wandb.example.com" in record and "***redacted***" in record  # masked, not dropped
+    for token in TOKENS + FILE_TOKENS:
         assert token not in terminal, token
         for path in files:
             assert token not in str(path), path
@@ -108,6 +130,45 @@ def test_saved_files_lose_the_whole_value(text):
     assert "SECRETAAA" not in scrubbed and "SECRETBBB" not in scrubbed
     assert scrubbed.startswith("seed: 0\n") and scrubbed.endswith("\nlsa: true\n")
     assert redact({"wandb": {"api_key": "A B"}}) == {"wandb": {"api_key": "***redacted***"}}
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nPEMLINE111\nPEMLINE222\n-----END PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize("style", ["as Hydra saves it", "block", "double-quoted", "plain"])
+def test_a_multi_line_secret_is_hidden_on_every_line(style):
+    from omegaconf import OmegaConf
+
+    saved = OmegaConf.to_yaml(OmegaConf.create({"site": {"private_key": PEM, "port": 1}}))
+    text = {"as Hydra saves it": saved,
+            "block": "site:\n  private_key: |-\n    PEMLINE111\n\n    PEMLINE222\n  port: 1\n",
+            "double-quoted": 'site:\n  private_key: "PEMLINE111\\n\n    PEMLINE222"\n  port: 1\n',
+            "plain": "site:\n  private_key: PEMLINE111\n    PEMLINE222\n  port: 1\n"}[style]
+    scrubbed = scrub_text(f"seed: 0\n{text}lsa: true\n")
+    assert "PEMLINE111" not in scrubbed and "PEMLINE222" not in scrubbed, scrubbed
+    assert scrubbed.startswith("seed: 0\nsite:\n  private_key: ***redacted***\n")
+    assert scrubbed.endswith("  port: 1\nlsa: true\n")
+    assert redact({"site": {"private_key": PEM}}) == {"site": {"private_key": "***redacted***"}}
+
+
+@pytest.mark.parametrize("value, kept", [
+    ("https://alice:PW111@example.com/x", "https://***redacted***@example.com/x"),
+    ("s3://KEY111:PW111@bucket/data", "s3://***redacted***@bucket/data"),
+    ("a user@host with https://odd@pw:PW111@h.org", "https://***redacted***@h.org"),
+    ("connect with token=PW111 please", "connect with token=***redacted***"),
+    ("dsn: host=db password: PW111", "host=db password: ***redacted***"),
+    ("https://h.org/x?api_key=PW111&page=2", "https://h.org/x?api_key=***redacted***"),
+])
+def test_credentials_inside_any_value_are_masked(value, kept):
+    redacted = redact({"wandb": {"notes": value}, "dataset": {"search_paths": [value]}})
+    assert redacted["wandb"]["notes"] == redacted["dataset"]["search_paths"][0]
+    assert "PW111" not in redacted["wandb"]["notes"] and kept in redacted["wandb"]["notes"]
+    assert "PW111" not in scrub_text(f"notes: {value}\n") and kept in scrub_text(value)
+    (argv,) = redact_argv([f"+wandb.notes='{value}'"])
+    assert argv == "+wandb.notes='***redacted***'"
+    plain = "https://example.com/a@b is fine; tokens_seen 3; user@example.com"
+    assert redact({"notes": plain}) == {"notes": plain} and redact_argv([f"x='{plain}'"]) == [
+        f"x='{plain}'"]
 
 
 def test_secret_overrides_never_name_folders():

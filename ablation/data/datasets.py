@@ -8,14 +8,15 @@ backend-neutral: augmentation runs inside the model (see
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ablation.data.formats import (DataError, class_folders, one_line, read_cifar,
-                                   read_idx_folder, read_image_tree)
+from ablation.data.formats import DataError, one_line, read_cifar, read_idx_folder
+from ablation.data.images import class_folders, read_image_tree, shown
 
 
 @dataclass
@@ -104,26 +105,37 @@ def load_image_folder(cfg: Mapping) -> tuple:
     """Class-per-folder images of any size, resized to ``dataset.image_size``.
 
     ``path/train/<class>/*`` with ``path/test/<class>/*`` (or ``val/``) when
-    present; otherwise ``path/<class>/*`` split by ``test_fraction``.
+    present; otherwise ``path/<class>/*`` split by ``test_fraction``. Every
+    class needs two usable images where it is split (one to train on, one to
+    validate or test on); fewer is refused naming the class.
     """
     if not cfg.get("path"):
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     root = Path(cfg["path"])
     if not root.is_dir():
-        raise DataError(f"dataset.path={root} is not a folder")
+        raise DataError(f"dataset.path={shown(root)} is not a folder")
     train_root = root / "train" if (root / "train").is_dir() else root
     test_root = next((root / s for s in ("test", "val") if (root / s).is_dir()), None)
-    classes = [p.name for p in class_folders(train_root)
+    folders = [p.name for p in class_folders(train_root)
                if p.name not in ("train", "test", "val")]
-    if not classes:
-        raise DataError(f"dataset.path={root} has no class folders")
+    if not folders:
+        raise DataError(f"dataset.path={shown(root)} has no class folders")
+    classes = [shown(name) for name in folders]  # names that any log or record can hold
     size, channels = int(cfg["image_size"]), int(cfg["channels"])
-    x, y = read_image_tree(train_root, classes, size, channels)
+    x, y = read_image_tree(train_root, folders, size, channels, minimum=2)
     if test_root is not None:
-        x_test, y_test = read_image_tree(test_root, classes, size, channels)
+        x_test, y_test = read_image_tree(test_root, folders, size, channels)
         return x, y, x_test, y_test, classes
     from sklearn.model_selection import train_test_split
 
+    fraction = float(cfg["test_fraction"])
+    n_test = math.ceil(fraction * len(x))  # as scikit-learn rounds it
+    if n_test < 1 or len(x) - n_test < 2:
+        smallest = int(np.argmin(np.bincount(y, minlength=len(classes))))
+        raise DataError(
+            f"dataset.path={shown(root)} has {len(x)} usable images, too few to split into "
+            f"train, validation and test with dataset.test_fraction={fraction} (the smallest "
+            f"class, {classes[smallest]!r}, has {int(np.sum(y == smallest))}); add images")
     x_train, x_test, y_train, y_test = train_test_split(
         x, y, test_size=cfg["test_fraction"], random_state=cfg["split_seed"])
     return x_train, y_train, x_test, y_test, classes
@@ -176,6 +188,11 @@ def load_dataset(cfg: Mapping, seed: int) -> Dataset:
     x_train, y_train = _subset(x_train, y_train, cfg.get("limit_train"), split_seed)
     x_test, y_test = _subset(x_test, y_test, cfg.get("limit_test"), split_seed)
     n_val = int(round(len(x_train) * float(cfg["validation_fraction"])))
+    if len(x_train) - n_val < 1 or len(x_test) < 1:
+        raise DataError(
+            f"dataset {name} has {len(x_train)} training and {len(x_test)} test image(s) here, "
+            f"too few to split with dataset.validation_fraction={cfg['validation_fraction']}: "
+            f"use more images (dataset.limit_train, dataset.limit_test)")
     order = np.random.default_rng(seed).permutation(len(x_train))
     val, train = order[:n_val], order[n_val:]
     as_float = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731

@@ -1,22 +1,15 @@
-"""The real file formats, read into numpy: CIFAR's pickled batches, MNIST's IDX
-files, and class-per-folder images."""
+"""The real file formats, read into numpy: CIFAR's pickled batches and MNIST's
+IDX files (class-per-folder images: :mod:`ablation.data.images`)."""
 from __future__ import annotations
 
 import gzip
-import logging
 import pickle
 import tarfile
 import zlib
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-
-log = logging.getLogger(__name__)
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
-
 
 class DataError(RuntimeError):
     """A dataset that cannot be loaded; the message (one line) says how to fix it."""
@@ -125,42 +118,3 @@ def read_idx_folder(folder: str | Path) -> tuple:
     x_test = _read_idx(find("t10k-images-idx3-ubyte"))
     y_test = _read_idx(find("t10k-labels-idx1-ubyte")).astype(np.int64)
     return x_train[..., None], y_train, x_test[..., None], y_test
-
-
-def class_folders(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
-def read_image_tree(root: Path, classes: list[str], size: int, channels: int):
-    from PIL import Image, UnidentifiedImageError
-
-    mode = "L" if channels == 1 else "RGB"
-    images, labels = [], []
-    not_images = Counter()  # suffix -> files skipped for not being images
-    for label, name in enumerate(classes):
-        folder = root / name
-        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".")) \
-            if folder.is_dir() else []
-        files = [p for p in entries if p.suffix.lower() in IMAGE_SUFFIXES]
-        not_images.update(p.suffix.lower() or "(no suffix)" for p in entries
-                          if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
-        count = 0
-        for file in files:
-            try:
-                with Image.open(file) as image:
-                    image = image.convert(mode).resize((size, size), Image.BILINEAR)
-                    images.append(np.asarray(image, dtype=np.uint8).reshape(size, size, channels))
-            except (OSError, UnidentifiedImageError, ValueError) as e:
-                log.warning("skipping unreadable image %s (%s)", file, e)
-                continue
-            labels.append(label)
-            count += 1
-        if count == 0 and folder.is_dir():
-            raise DataError(f"class folder {folder} has no readable images "
-                            f"({', '.join(IMAGE_SUFFIXES)})")
-    if not_images:
-        kinds = ", ".join(f"{n} {suffix}" for suffix, n in sorted(not_images.items()))
-        log.warning("skipped %d file(s) in the class folders of %s that are not images (%s); "
-                    "only %s are read", sum(not_images.values()), root, kinds,
-                    " ".join(IMAGE_SUFFIXES))
-    return np.stack(images), np.asarray(labels, dtype=np.int64)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-INITIALISATIONS = ("keras", "official", "keras_io")
+from ablation.config.validate import INITIALISATIONS
+
 QKV = ("attention/query/kernel", "attention/key/kernel", "attention/value/kernel")
 
 

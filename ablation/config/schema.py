@@ -1,0 +1,272 @@
+"""The declared type and range of every config setting, as one pydantic model.
+
+Each group of ``conf/`` has a model here, and each of its keys a type with its
+bounds (finite numbers, positive counts, probabilities, the allowed names) and
+the phrase a refusal ends with. :func:`check_schema` checks a resolved config
+against it and turns pydantic's report into the one refusal line of
+:mod:`ablation.config.refusals`: ``trainer.label_smoothing='abc' must be a
+number in [0, 1)``. Checks that relate two keys (a patch size that divides the
+image size) stay in :mod:`ablation.config.validate`.
+
+Keys a user adds with ``+group.key=...`` are accepted (and not used), except
+in ``model``, whose keys are the model's arguments.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool,
+                      StrictInt, StrictStr, ValidationError)
+from pydantic.fields import FieldInfo
+
+from ablation.config.refusals import ConfigError
+from ablation.config.validate import (AUGMENTATION_IMPLEMENTATIONS, INITIALISATIONS,
+                                      PRECISIONS, PROTOCOLS,
+                                      WANDB_MODES)
+
+
+def _number(predicate: str, **bounds):
+    """A finite float (an int is accepted; a bool, a string, nan and inf are not)."""
+    return Annotated[float, Strict(), Field(allow_inf_nan=False, description=predicate, **bounds)]
+
+
+def _integer(predicate: str, **bounds):
+    return Annotated[StrictInt, Field(description=predicate, **bounds)]
+
+
+def _one_of(values: tuple) -> Any:
+    return Annotated[Literal[values], Field(description=f"is not one of {', '.join(map(str, values))}")]
+
+
+def _switch(value):
+    """A switch is read with :func:`ablation.config.switches.as_bool`."""
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):
+        return value
+    raise ValueError("not a boolean")
+
+
+PositiveInt = _integer("must be a positive integer", gt=0)
+Count = _integer("must be an integer >= 0", ge=0)
+Seed = _integer("must be an integer in [0, 2**32)", ge=0, lt=2**32)
+PositiveNumber = _number("must be a positive number", gt=0)
+NonNegative = _number("must be a number >= 0", ge=0)
+Rate = _number("must be a rate in [0, 1)", ge=0, lt=1)
+Fraction = _number("must be a number in (0, 1)", gt=0, lt=1)
+Probability = _number("must be a probability in [0, 1]", ge=0, le=1)
+Flag = Annotated[StrictBool, Field(description="must be true or false")]
+Switch = Annotated[Any, AfterValidator(_switch),
+                   Field(description="is not a boolean: use {key}=true or {key}=false")]
+Text = Annotated[StrictStr, Field(description="must be a string")]
+# Names may be numbers on the command line (name=2026): they only name folders and runs.
+Name = Annotated[StrictStr | StrictInt, Field(description="must be text or a whole number")]
+Units = Annotated[list[PositiveInt], Field(description="must be a list of positive integers")]
+Texts = Annotated[list[StrictStr], Field(description="must be a list of strings")]
+
+
+def _group(extra: str = "allow") -> ConfigDict:
+    return ConfigDict(extra=extra, frozen=True)
+
+
+class Trainer(BaseModel):
+    model_config = _group()
+    epochs: PositiveInt
+    batch_size: PositiveInt
+    learning_rate: PositiveNumber
+    weight_decay: NonNegative = 0.0
+    warmup_fraction: Annotated[NonNegative, Field(lt=1, description="must be in [0, 1)")]
+    warmup_epochs: Count | None = None
+    min_learning_rate: NonNegative = 0.0
+    label_smoothing: Annotated[Rate, Field(description="must be a number in [0, 1)")] = 0.0
+    passes_per_epoch: PositiveInt = 1
+    protocol: _one_of(PROTOCOLS) = "holdout"
+    precision: _one_of(PRECISIONS) = "float32"
+    verbose: Annotated[Literal["auto", 0, 1, 2],
+                       Field(description="is not one of auto, 0, 1, 2")] = "auto"
+    checkpoint: Flag = True
+    data_workers: PositiveInt | None = None
+
+
+class Model(BaseModel):
+    model_config = _group("forbid")
+    name: Name
+    image_size: PositiveInt
+    patch_size: PositiveInt
+    dim: PositiveInt
+    depth: PositiveInt
+    num_heads: PositiveInt
+    key_dim: PositiveInt | None
+    mlp_hidden_units: Units
+    mlp_output_units: PositiveInt | None = None
+    dropout: Rate = 0.0
+    attention_dropout: Rate = 0.0
+    embedding_dropout: Rate = 0.0
+    pooling: _one_of(("flatten", "class_token", "mean")) = "flatten"
+    head_units: Units = []
+    head_dropout: Rate = 0.0
+    temperature_per_head: Flag = False
+    temperature_form: _one_of(("divide", "multiply")) = "divide"
+    qkv_bias: Flag = True
+    drop_path: Rate = 0.0
+    init: _one_of(INITIALISATIONS) = "keras"
+    layer_norm_epsilon: PositiveNumber = 1e-6
+
+
+class Dataset(BaseModel):
+    model_config = _group()
+    name: Text
+    path: Annotated[StrictStr, Field(description="must be a path")] | None = None
+    search_paths: Texts = []
+    class_names: Annotated[list[StrictStr | StrictInt], Field(description="must be a list of names")] | None = None
+    image_size: PositiveInt | None = None
+    channels: _one_of((1, 3)) | None = None
+    test_fraction: Fraction | None = None
+    validation_fraction: Fraction
+    split_seed: Seed = 0
+    limit_train: PositiveInt | None = None
+    limit_test: PositiveInt | None = None
+
+
+class Mixing(BaseModel):
+    model_config = _group()
+    probability: Probability = 0.0
+    mixup_alpha: NonNegative = 1.0
+    cutmix_alpha: NonNegative = 1.0
+
+
+class Augmentation(BaseModel):
+    model_config = _group()
+    horizontal_flip: Flag = False
+    rotation: Annotated[NonNegative, Field(description="must be a number >= 0 (turns)")] = 0.0
+    zoom: Rate = 0.0
+    implementation: _one_of(AUGMENTATION_IMPLEMENTATIONS) = AUGMENTATION_IMPLEMENTATIONS[0]
+    crop_padding: Count = 0
+    policy: _one_of(("autoaugment", "randaugment")) | None = None
+    random_erasing: Probability = 0.0
+    mixing: Mixing = Mixing()
+
+
+class Wandb(BaseModel):
+    model_config = _group()
+    mode: _one_of(WANDB_MODES)
+    project: Name
+    entity: Name | None = None
+    group: Name | None = None
+    tags: Texts = []
+
+
+class Gpu(BaseModel):
+    model_config = _group()
+    share_memory: Flag = True
+    compilation_cache: Annotated[StrictStr, Field(pattern=r"\S", description="must be a folder path, or null to compile every time")] | None
+
+
+class Diagnostics(BaseModel):
+    model_config = _group()
+    enabled: Flag = False
+    probe_images: PositiveInt = 512
+    probe_seed: Seed = 0
+    every_epoch: Flag = False
+    attention_maps: Count = 0
+
+
+class Report(BaseModel):
+    model_config = _group()
+    after_sweep: Flag = True
+    plots: Flag = True
+
+
+class RunConfig(BaseModel):
+    """A job's whole config (``hydra`` aside), resolved."""
+    model_config = _group()
+    spt: Switch
+    lsa: Switch
+    learnable_temperature: Switch
+    seed: Seed
+    name: Name
+    results_dir: Text
+    sweep_id: Name
+    run_name: Name
+    resume: Flag = True
+    report: Report = Report()
+    dataset: Dataset
+    model: Model
+    augmentation: Augmentation = Augmentation()
+    trainer: Trainer
+    wandb: Wandb
+    gpu: Gpu = Gpu(compilation_cache=None)
+    diagnostics: Diagnostics = Diagnostics()
+
+
+def declared(key: str) -> bool:
+    """Whether the dotted ``key`` has a declared type (a setting or a group)."""
+    return _field(key.split(".")) is not None
+
+
+def _field(path: list[str]) -> FieldInfo | None:
+    schema: Any = RunConfig
+    info = None
+    for name in path:
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)) \
+                or name not in schema.model_fields:
+            return None
+        info = schema.model_fields[name]
+        schema = info.annotation
+        schema = next((a for a in (schema, *get_args(schema)) if isinstance(a, type)
+                       and issubclass(a, BaseModel)), schema)
+    return info
+
+
+def _predicate(info: FieldInfo | None) -> str:
+    """The refusal's ending declared for a field (an optional one: "..., or null")."""
+    if info is None:
+        return "has a value of the wrong type"
+    if info.description:
+        return info.description
+    for arg in get_args(info.annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            if isinstance(meta, FieldInfo) and meta.description:
+                return meta.description + ("" if "null" in meta.description else ", or null")
+    return "has a value of the wrong type"
+
+
+def refusal(error: dict, config: Mapping) -> str:
+    """One line for one of pydantic's errors about ``config``."""
+    path, value, node = [], None, config
+    for part in error["loc"]:  # the config keys (list positions and union tags aside)
+        if not isinstance(part, str) or not isinstance(node, Mapping) or part not in node:
+            break
+        path.append(part)
+        node = value = node[part]
+    key = ".".join(str(p) for p in (path or error["loc"][:1]))
+    if error["type"] == "missing":
+        return f"{'.'.join(map(str, error['loc']))} is missing (set it in the config)"
+    if error["type"] == "extra_forbidden":
+        group = path[0] if len(path) > 1 else "the config"
+        return (f"{key} is not a setting of {group}: its keys are "
+                f"{', '.join(RunConfig.model_fields[group].annotation.model_fields)}"
+                if group in RunConfig.model_fields else f"{key} is not a setting")
+    if error["type"] == "finite_number":
+        return f"{key}={value!r} must be a finite number (not nan or inf)"
+    return f"{key}={value!r} {_predicate(_field(path)).format(key=key)}"
+
+
+def check_schema(config: Mapping) -> None:
+    """Refuse, in one line, the first value of ``config`` whose type or range is wrong."""
+    try:
+        RunConfig.model_validate(dict(config))
+    except ValidationError as e:
+        raise ConfigError(refusal(e.errors()[0], config)) from None
+
+
+def declared_keys(schema: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, str]:
+    """Every declared dotted key and what its value must be (the docs' table)."""
+    keys = {}
+    for name, info in schema.model_fields.items():
+        group = next((a for a in (info.annotation, *get_args(info.annotation))
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if group is not None:
+            keys.update(declared_keys(group, f"{prefix}{name}."))
+        else:
+            keys[f"{prefix}{name}"] = _predicate(info).format(key=f"{prefix}{name}")
+    return keys
