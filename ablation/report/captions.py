@@ -18,7 +18,8 @@ from ablation.report.stats import CONFIDENCE
 
 # display column -> comparison column prefix of a gap that may be bold
 GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}
-BEST_COLUMNS = {"Best-epoch top-1 (%)": "best_top1", "Best-epoch top-5 (%)": "best_top5"}
+BEST_COLUMNS = {"Best-epoch top-1 (%, paper's measure)": "best_top1",
+                "Best-epoch top-5 (%, paper's measure)": "best_top5"}
 
 # Fewer training steps than this (per run, the first epoch of each attempt left out)
 # measure start-up, the Python loop and the machine's other load, not the model: the
