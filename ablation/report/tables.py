@@ -13,22 +13,14 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.config.switches import VARIANT_LABELS
 from ablation.report import power
 from ablation.report.stats import factorial_effects, holm, paired_gap
 
 log = logging.getLogger(__name__)
 
 # (spt, lsa, learnable_temperature) -> label, in the order the table shows them.
-VARIANTS: dict[tuple[bool, bool, bool], str] = {
-    (False, False, False): "ViT",
-    (True, False, False): "SPT",
-    (False, True, False): "LSA mask",
-    (False, False, True): "Learnable temp.",
-    (True, True, False): "SPT + LSA mask",
-    (True, False, True): "SPT + temp.",
-    (False, True, True): "LSA (mask + temp.)",
-    (True, True, True): "SL-ViT",
-}
+VARIANTS: dict[tuple[bool, bool, bool], str] = VARIANT_LABELS
 BASELINE = (False, False, False)
 PAPER_FOUR = [(False, False, False), (True, False, False), (False, True, True), (True, True, True)]
 # Runs are compared only within a block; the protocol is part of it, so a
