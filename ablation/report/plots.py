@@ -207,6 +207,7 @@ def html_figures(images: list[Path]) -> str:
         text = CAPTIONS.get(image.stem) or (
             "Attention maps of the probe images, per variant." if image.stem.startswith(
                 "attention_maps") else image.stem)
-        parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(image.stem)}'"
-                     f" style='max-width:100%'><figcaption>{html.escape(text)}</figcaption></figure>")
+        parts.append(f"<figure><img src='data:image/png;base64,{data}' "
+                     f"alt='{html.escape(image.stem)}' style='max-width:100%'>"
+                     f"<figcaption>{html.escape(text)}</figcaption></figure>")
     return "\n".join(parts) + "\n"

@@ -169,8 +169,8 @@ def md_table(header, rows) -> str:
 def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
     for key, block in table.groupby(BLOCK, sort=False):
-        parts += [f"## {block_title(*key)}", "", md_table(header(block), display_rows(block, MARKDOWN)),
-                  "", caption(block), ""]
+        parts += [f"## {block_title(*key)}", "",
+                  md_table(header(block), display_rows(block, MARKDOWN)), "", caption(block), ""]
         mine = select_block(effects, key)
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
