@@ -254,10 +254,12 @@ def test_outputs_parse_back_to_the_same_numbers(four_by_three):
     assert r"\textbf{" in next(t for t in tex_rows if t.startswith("SL-ViT"))
     with open(four_by_three / "comparison.csv") as f:
         csv_rows = list(csv.DictReader(f))
-    for r in csv_rows:
-        assert float(r["top1_mean"]) == pytest.approx(table.loc[r["variant"], "top1_mean"])
+    for r in csv_rows:  # 10,000 test images x 3 seeds: 4 decimals (one image = 0.0033 pp)
+        assert float(r["top1_mean"]) == pytest.approx(table.loc[r["variant"], "top1_mean"],
+                                                      abs=5e-5)
         if r["d_top1_low"]:
-            assert float(r["d_top1_low"]) == pytest.approx(table.loc[r["variant"], "d_top1_low"])
+            assert float(r["d_top1_low"]) == pytest.approx(table.loc[r["variant"], "d_top1_low"],
+                                                           abs=5e-5)
     assert "<table>" in (four_by_three / "comparison.html").read_text()
 
 

@@ -33,3 +33,22 @@ def variant_name(spt, lsa, learnable_temperature) -> str:
 def switches(cfg: Mapping) -> dict[str, bool]:
     """The three switches of a config, as booleans."""
     return {k: as_bool(cfg[k], k) for k in SWITCHES}
+
+
+# The variants' display names (tables, figures, W&B's ``variant`` key), in the tables' order.
+VARIANT_LABELS: dict[tuple[bool, bool, bool], str] = {
+    (False, False, False): "ViT",
+    (True, False, False): "SPT",
+    (False, True, False): "LSA mask",
+    (False, False, True): "Learnable temp.",
+    (True, True, False): "SPT + LSA mask",
+    (True, False, True): "SPT + temp.",
+    (False, True, True): "LSA (mask + temp.)",
+    (True, True, True): "SL-ViT",
+}
+
+
+def variant_label(spt, lsa, learnable_temperature) -> str:
+    """The name the tables use: ``SL-ViT`` for all three switches on, ``ViT`` for none."""
+    return VARIANT_LABELS[(as_bool(spt, "spt"), as_bool(lsa, "lsa"),
+                           as_bool(learnable_temperature, "learnable_temperature"))]

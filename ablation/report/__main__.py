@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from ablation.runs.record import RecordError
 from ablation.report.load import ReportError
@@ -22,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--project", help="W&B project (default: vit-ablation)")
     parser.add_argument("--entity", help="W&B entity")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--wandb-dashboard", action="store_true",
+                        help="build the sweep's W&B workspace (needs the [dashboard] extra): "
+                             "saved online, else its definition is written next to the report")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     settings = {k: v for k, v in (("mode", args.wandb_mode), ("project", args.project),
@@ -38,12 +42,29 @@ def main(argv: list[str] | None = None) -> int:
               f"({e.strerror or e}{': ' + str(e.filename) if e.filename else ''}); "
               f"write it elsewhere with --out DIR", file=sys.stderr)
         return 1
+    dashboard = None
+    if args.wandb_dashboard:
+        from ablation.report.dashboard import DashboardError, make_dashboard
+
+        group, mode = (report.runs[c].dropna() for c in ("wandb_group", "wandb_mode"))
+        try:
+            dashboard = make_dashboard(
+                report.runs, report.files[0].parent,
+                {"mode": mode.mode().iloc[0] if len(mode) else "offline", **settings},
+                group.mode().iloc[0] if len(group) else None, Path(args.path))
+        except DashboardError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     print(report.markdown)
     failed = int((report.runs["status"] == "failed").sum())
     print(f"{len(report.runs)} runs ({failed} failed) -> "
           + ", ".join(str(f) for f in report.files))
     if report.wandb:
         print(f"W&B report run {report.wandb['id']} in {report.wandb['dir']}")
+        if report.wandb.get("sync"):
+            print(f"upload the runs and the report run later: {report.wandb['sync']}")
+    if dashboard:
+        print(dashboard)
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -52,7 +53,12 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     as fractions, ``params``, ``trainable_params``, ``protocol``, ``test_images``
     (the size of the test set), ``train_seconds``, ``train_images_per_s``,
     ``error``, W&B group and mode, ``history`` (per-epoch rows), ``diagnostics``
-    (the record's locality entry, or None) and ``path``.
+    (the record's locality entry, or None) and ``path``; ``best_test_top1``/``top5``
+    (the official protocol's best epoch), ``test_top1_correct``/``top5_correct``
+    (correct test images, where the accuracy sits on the test set's grid of
+    1/``test_images``: the accuracies are then snapped to it, removing float32
+    noise), ``timed_steps`` (training steps behind ``train_images_per_s``) and
+    ``temperature_start`` (a learnable temperature's initial value, sqrt(key_dim)).
     """
     loaded = read_records(path)
     rows = []
@@ -65,6 +71,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "seed": int(record["seed"]), "status": record["status"],
             "test_top1": metrics.get("test_top1"), "test_top5": metrics.get("test_top5"),
             "best_val_top1": metrics.get("best_val_top1"),
+            "best_test_top1": metrics.get("best_test_top1"),
+            "best_test_top5": metrics.get("best_test_top5"),
             "params": record.get("params"), "train_seconds": record.get("train_seconds"),
             "trainable_params": record.get("trainable_params"),
             "protocol": record_protocol(record),
@@ -79,6 +87,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "path": str(file),
             "data_fingerprint": (record.get("data") or {}).get("fingerprint"),
             "data_source": (record.get("data") or {}).get("source"),
+            "timed_steps": timed_steps(record),
+            "temperature_start": temperature_start(record),
             "_settings": settings(record["config"]),
         })
     runs = pd.DataFrame(rows)
@@ -86,8 +96,13 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     runs = _drop_duplicates(runs.drop(columns="_settings"))
     _check_same_data(runs)
     for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s",
-                "test_images", "trainable_params"):
+                "test_images", "trainable_params", "best_test_top1", "best_test_top5",
+                "timed_steps", "temperature_start"):
         runs[col] = pd.to_numeric(runs[col], errors="coerce")
+    for metric in ("test_top1", "test_top5", "best_test_top1", "best_test_top5"):
+        runs[metric], correct = snap_to_test_set(runs[metric], runs["test_images"])
+        if metric.startswith("test_"):
+            runs[f"{metric}_correct"] = correct
     return runs.reset_index(drop=True)
 
 
@@ -102,6 +117,47 @@ def _check_same_data(runs: pd.DataFrame) -> None:
                 f"{key[0]} x {key[1]}: runs trained on different data cannot be compared: "
                 f"{a['path']} ({a['data_source']}, {a['data_fingerprint'][:19]}) and "
                 f"{b['path']} ({b['data_source']}, {b['data_fingerprint'][:19]})")
+
+
+# An accuracy within this many images of a whole number of correct images is
+# that number (float32 means over 10^4-10^5 images are off by far less).
+GRID_TOLERANCE = 0.05
+
+
+def snap_to_test_set(accuracy: pd.Series, test_images: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Accuracies as exact fractions k/N of the test set, and k (the correct images).
+
+    A record's accuracy is a float32 mean (``0.97500002384``) of k correct out of N
+    images; its table entry and gaps should be exactly 100 k/N. Where N is unknown
+    or the value is not within :data:`GRID_TOLERANCE` images of a whole count
+    (older records, another metric), it is kept as it is and k is NaN.
+    """
+    count = accuracy * test_images
+    on_grid = (count - count.round()).abs() < GRID_TOLERANCE
+    correct = count.round().where(on_grid)
+    return (correct / test_images).where(on_grid, accuracy), correct
+
+
+def timed_steps(record: dict) -> int | None:
+    """Training steps per run behind ``train_images_per_s``: every epoch except the
+    first of each attempt (tracing and compilation), each of ceil(images / batch)."""
+    config, data = record.get("config") or {}, record.get("data") or {}
+    trainer = config.get("trainer") or {}
+    epochs = record.get("epochs_completed") or len(record.get("history") or [])
+    if not (data.get("train") and trainer.get("batch_size") and epochs):
+        return None
+    images = data["train"] * int(trainer.get("passes_per_epoch") or 1)
+    steady = epochs - 1 - len(record.get("resumed_from_epochs") or [])
+    return max(steady, 0) * math.ceil(images / int(trainer["batch_size"]))
+
+
+def temperature_start(record: dict) -> float | None:
+    """The learnable temperature's start value T0 = sqrt(key_dim), in the form the
+    records report (the divisor of the logits; key_dim defaults to dim / heads)."""
+    model = (record.get("config") or {}).get("model") or {}
+    key_dim = model.get("key_dim") or (model.get("dim") and model.get("num_heads")
+                                       and model["dim"] // model["num_heads"])
+    return math.sqrt(key_dim) if key_dim else None
 
 
 def record_protocol(record: dict) -> str:

@@ -1,6 +1,14 @@
-"""PNG figures: top-1 per variant, validation top-1 per epoch, learned temperatures."""
+"""PNG figures: top-1 per variant, validation top-1 per epoch, learned temperatures.
+
+Every figure says what it shows: which statistic (mean over how many seeds,
+which seeds), what the error bars are, and for the temperature the start
+value it moved from. :func:`html_figures` embeds them in the HTML report with
+the same captions.
+"""
 from __future__ import annotations
 
+import base64
+import html
 import re
 from pathlib import Path
 
@@ -10,7 +18,7 @@ import pandas as pd
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
-_TEMPERATURE = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
+TEMPERATURE_KEY = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
 
 
 def pyplot():
@@ -26,6 +34,26 @@ def _grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 
     rows = -(-count // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     return fig, axes.ravel()
+
+
+def seeds_text(seeds) -> str:
+    """``seed 0`` / ``seeds 0, 1, 2``."""
+    seeds = sorted({int(s) for s in seeds})
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+
+
+def n_text(block: pd.DataFrame) -> str:
+    """``mean over 3 seeds`` (or ``n per point`` when the variants differ)."""
+    ns = set(block.loc[block["status"] == "ok", "n"])
+    if len(ns) == 1:
+        (n,) = ns
+        return f"mean over {n} seed{'s' if n != 1 else ''}"
+    return "mean over n seeds (n per point)"
+
+
+TOP1_CAPTION = ("Test top-1 after the final epoch per variant: the point is the mean over the "
+                "seeds, the error bar ±1 sample standard deviation across them (none with one "
+                "seed); n under each label.")
 
 
 def top1_bars(table: pd.DataFrame, path: Path) -> Path:
@@ -57,8 +85,9 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
         if len(ok):
             low = max(0.0, ok.min() - 3 * max(block["top1_std"].fillna(0).max(), 1.0))
             ax.set_ylim(low, min(100.0, ok.max() + 6))
-        ax.set_ylabel("test top-1 (%)")
-        ax.set_title(block_title(*key), fontsize=10)
+        ax.set_ylabel("test top-1 (%), final epoch")
+        ax.set_title(f"{block_title(*key)}\n{n_text(block)}; error bars: ±1 sample sd "
+                     "across seeds", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -132,7 +161,8 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
-        ax.set_title(block_title(*key), fontsize=10)
+        seeds = f"mean over {seeds_text(done['seed'])}" if len(done) else "no completed run"
+        ax.set_title(f"{block_title(*key)}\n{ylabel} per variant, {seeds}", fontsize=9)
         if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
             ax.legend(fontsize=7)
     fig.tight_layout()
@@ -149,29 +179,35 @@ def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
 
 
 def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path | None:
-    """Learned temperature per layer over epochs (heads averaged), where it was learnable."""
-    panels = []
-    for key, _ in table.groupby(BLOCK, sort=False):
-        for label, hist in _mean_history(_done(runs, key), _TEMPERATURE.match).items():
-            panels.append((key, label, hist))
-    if not panels:
-        return None
-    plt = pyplot()
-    fig, axes = _grid(plt, len(panels), width=5, height=3.4, cols=min(len(panels), 2))
-    for ax, (key, label, hist) in zip(axes, panels):
-        layers = hist.T.groupby(lambda c: int(_TEMPERATURE.match(c).group(1))).mean().T
-        colors = plt.cm.viridis(np.linspace(0, 0.9, layers.shape[1]))
-        for color, layer in zip(colors, layers.columns):
-            ax.plot(layers.index, layers[layer], color=color, label=f"block {layer}",
-                    marker="o", markersize=3)  # markers: a 1-epoch run is one point
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("temperature")
-        ax.set_title(f"{block_title(*key)}: {label}", fontsize=9)
-        ax.legend(fontsize=6, ncol=2)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    """The learned temperatures' change from their start (see :mod:`temperature_plot`)."""
+    from ablation.report.temperature_plot import temperature_figure
+
+    return temperature_figure(table, runs, path)
+
+
+CAPTIONS = {
+    "top1": TOP1_CAPTION,
+    "val_top1": ("Validation top-1 per epoch (test top-1 under the official protocol), one line "
+                 "per variant, mean over the seeds named in the title."),
+    "temperature": ("Learned softmax temperature per layer: change from its start value "
+                    "T0 = sqrt(key_dim), in percent, mean over the seeds named in each panel; "
+                    "every panel on the same axis, the dashed line is the start."),
+    "locality_distance": "Mean attention distance per layer (dots: heads; line: their mean).",
+    "locality_entropy": "Normalised attention entropy per layer (dots: heads; line: their mean).",
+}
+
+
+def html_figures(images: list[Path]) -> str:
+    """The figures embedded in the HTML report (data URIs: the page stands alone)."""
+    if not images:
+        return ""
+    parts = ["<h2>Figures</h2>"]
+    for image in images:
+        data = base64.b64encode(Path(image).read_bytes()).decode("ascii")
+        text = CAPTIONS.get(image.stem) or (
+            "Attention maps of the probe images, per variant." if image.stem.startswith(
+                "attention_maps") else image.stem)
+        parts.append(f"<figure><img src='data:image/png;base64,{data}' "
+                     f"alt='{html.escape(image.stem)}' style='max-width:100%'>"
+                     f"<figcaption>{html.escape(text)}</figcaption></figure>")
+    return "\n".join(parts) + "\n"

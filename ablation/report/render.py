@@ -1,10 +1,11 @@
 """The comparison as text people paste: Markdown, LaTeX, HTML, and CSV.
 
 Percentages have two decimals as papers print them. Bold carries
-information, never rank: a Δ is bold when its 95 % paired t-interval
-excludes zero. Each block's caption says what one test image is worth in
-points, so a reader can tell a gap of a few images from a real one. CSV keeps
-full precision for analysis.
+information, never rank: a Δ is bold when its paired t-test is significant
+at 5 % after Holm's correction across the block's Δ rows (the interval shown
+is the uncorrected 95 % one). Each block's caption
+(:mod:`ablation.report.captions`) says what one test image is worth in points,
+so a reader can tell a gap of a few images from a real one.
 """
 from __future__ import annotations
 
@@ -14,14 +15,23 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ablation.report.stats import excludes_zero
+from ablation.report.captions import (  # noqa: F401 - caption, image_worth: used from here
+    BEST_COLUMNS, FACTORIAL_NOTE, GAPS, SPEED_MARK, caption, image_worth, shows_best_epoch,
+    significant, speed_shown)
 from ablation.report.tables import BLOCK
 
 HEADER = ["Variant", "SPT", "LSA", "Temp.", "n", "Top-1 (%)", "Top-5 (%)",
           "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]
 # Params: trainable parameters (the normalisation layer's statistics are not).
-# display column -> comparison column prefix of a gap that may be bold
-GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}
+
+
+def header(block: pd.DataFrame) -> list[str]:
+    """The block's columns: best-epoch accuracies beside the final-epoch ones where
+    the block has them (official protocol)."""
+    if not shows_best_epoch(block):
+        return HEADER
+    at = HEADER.index("Top-5 (%)") + 1
+    return HEADER[:at] + list(BEST_COLUMNS) + HEADER[at:]
 
 
 @dataclass(frozen=True)
@@ -83,40 +93,6 @@ def block_title(dataset, model, protocol, setting) -> str:
             + (f" ({setting})" if setting else ""))
 
 
-PROTOCOLS = {
-    "holdout": "validation split held out of training; test accuracy after the final epoch",
-    "official": "trained on the whole training set; test set evaluated every epoch, "
-                "final-epoch accuracy shown (the official code reports the best epoch's: "
-                "best_test_top1 in the CSV)",
-}
-
-
-def image_worth(test_images) -> str:
-    """``1 test image = 0.01 pp`` for 10,000 test images."""
-    if not _finite(test_images) or not test_images:
-        return "test-set size unknown (older records)"
-    points = 100 / float(test_images)
-    text = f"{points:.2g}" if points < 0.1 else f"{points:.3g}"
-    return f"1 test image = {text} pp ({int(test_images):,} test images)"
-
-
-def caption(block: pd.DataFrame) -> str:
-    """What the numbers of one block mean: protocol, interval, bold, image worth."""
-    protocol = block["protocol"].iloc[0]
-    sizes = block["test_images"].dropna()
-    parts = [f"Protocol: {protocol} ({PROTOCOLS.get(protocol, 'as recorded')}).",
-             "Top-1/top-5: mean ± sample standard deviation over n seeds.",
-             "Δ: paired by seed against the plain ViT, [95 % paired t-interval, n-1 df] "
-             "when two or more seeds pair up; bold: the interval excludes zero.",
-             image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
-    if block[[f"{c}_no_spread" for c in GAPS.values()]].fillna(False).to_numpy().any():
-        parts.append("[x, x]: the paired differences were identical in every seed, so the "
-                     "interval has no spread: it measures nothing and is not bold.")
-    if (block["trainable_params"].isna() & block["params"].notna()).any():
-        parts.append("Params marked * are totals (older records lack the trainable count).")
-    return " ".join(parts)
-
-
 def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
     """The block's rows as display strings; a Δ bold where its interval excludes zero."""
     rows = []
@@ -139,14 +115,18 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                                                         r["d_top5_high"], style),
             "Params": (params(r["trainable_params"]) if _finite(r["trainable_params"])
                        else params(r["params"]) + ("*" if _finite(r["params"]) else "")),
-            "Train img/s": f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"]) else "",
+            "Train img/s": (style.dash + SPEED_MARK if not speed_shown(r)
+                            else f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"])
+                            else ""),
             "Train time": duration(r["train_seconds"]),
         }
+        for col, src in BEST_COLUMNS.items():
+            cells[col] = (pct(r.get(f"{src}_mean"), r.get(f"{src}_std"), style)
+                          if r["status"] == "ok" else r["status"])
         for col, src in GAPS.items():
-            if not is_base and not r[f"{src}_no_spread"] and excludes_zero(
-                    r[f"{src}_low"], r[f"{src}_high"]):
+            if not is_base and significant(r, src):
                 cells[col] = style.bold.format(cells[col])
-        rows.append([cells[h] for h in HEADER])
+        rows.append([cells[h] for h in header(block)])
     return rows
 
 
@@ -162,8 +142,6 @@ def _factorial_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
 FACTORIAL_HEADER = ["Term", "Effect on top-1 (pp) [95% CI]", "Effect on top-5 (pp) [95% CI]"]
 NOTE = ("Each block compares runs of one dataset, model, protocol and setting; "
         "its caption says how to read it.")
-FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (seed as a block); "
-                  "effect = 2 × coefficient = mean change when the switch goes off → on.")
 NO_INTERVAL_NOTE = "No interval with one seed per cell: the fit has no residual to estimate one."
 
 
@@ -191,8 +169,8 @@ def md_table(header, rows) -> str:
 def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
     for key, block in table.groupby(BLOCK, sort=False):
-        parts += [f"## {block_title(*key)}", "", md_table(HEADER, display_rows(block, MARKDOWN)),
-                  "", caption(block), ""]
+        parts += [f"## {block_title(*key)}", "",
+                  md_table(header(block), display_rows(block, MARKDOWN)), "", caption(block), ""]
         mine = select_block(effects, key)
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
@@ -219,8 +197,8 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     for key, block in table.groupby(BLOCK, sort=False):
         out += [r"\begin{table}[t]", r"\centering", r"\small",
                 rf"\caption{{{LATEX.escape(block_title(*key) + '. ' + caption(block))}}}",
-                r"\begin{tabular}{l" + "c" * (len(HEADER) - 1) + "}", r"\toprule",
-                " & ".join(LATEX.escape(h) for h in HEADER) + r" \\", r"\midrule"]
+                r"\begin{tabular}{l" + "c" * (len(header(block)) - 1) + "}", r"\toprule",
+                " & ".join(LATEX.escape(h) for h in header(block)) + r" \\", r"\midrule"]
         out += [" & ".join(row) + r" \\" for row in display_rows(block, LATEX)]
         out += [r"\bottomrule", r"\end{tabular}"]
         mine = select_block(effects, key)
@@ -249,7 +227,7 @@ def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
              f"<h1>Ablation: top-1 / top-5 against the plain ViT</h1><p>{html.escape(NOTE)}</p>"]
     for key, block in table.groupby(BLOCK, sort=False):
         parts += [f"<h2>{html.escape(block_title(*key))}</h2>",
-                  html_table(HEADER, display_rows(block, HTML)),
+                  html_table(header(block), display_rows(block, HTML)),
                   f"<p>{html.escape(caption(block))}</p>"]
         mine = select_block(effects, key)
         if not mine.empty:

@@ -35,7 +35,8 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
     b = baseline.loc[seeds].to_numpy(dtype=float)
     diffs = v - b
     out = {"gap": float(diffs.mean()) if len(diffs) else np.nan, "pairs": len(diffs),
-           "low": np.nan, "high": np.nan, "no_spread": False}
+           "low": np.nan, "high": np.nan, "no_spread": False, "p": np.nan,
+           "sd": float(diffs.std(ddof=1)) if len(diffs) >= 2 else np.nan}
     if len(diffs) >= 2:
         # Records hold float32 accuracies: the same gap in images in every seed
         # differs by ~1e-6 pp between seeds, and an exact test would give a
@@ -43,16 +44,35 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
         # than one image of any test set this tool reads) the spread is none.
         if np.ptp(diffs) < SPREAD_TOLERANCE_PP:  # sd = 0: scipy would return NaN bounds
             out["low"] = out["high"] = float(diffs.mean())
-            out["no_spread"] = True
+            out["no_spread"], out["sd"] = True, 0.0
         else:
             from scipy.stats import ttest_rel
 
-            ci = ttest_rel(v, b).confidence_interval(confidence_level=CONFIDENCE)
-            out["low"], out["high"] = float(ci.low), float(ci.high)
+            test = ttest_rel(v, b)
+            ci = test.confidence_interval(confidence_level=CONFIDENCE)
+            out["low"], out["high"], out["p"] = float(ci.low), float(ci.high), float(test.pvalue)
     # an exact-zero mean gap comes out as 3.55e-15 from the round-off of v - b
     scale = float(np.max(np.abs(np.concatenate([v, b])))) if len(diffs) else 1.0
     for key in ("gap", "low", "high"):
         out[key] = clean_zero(out[key], scale)
+    return out
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm-adjusted p-values of one family of tests (``statsmodels``' ``multipletests``).
+
+    A block's Δ rows are one family per metric: with seven variants against the
+    ViT, seven tests, and an uncorrected 5 % threshold would flag a gap by
+    chance far more often than one time in twenty. NaN p-values (no test: one
+    seed, no spread) stay NaN and do not count towards the family's size.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    tested = np.isfinite(p)
+    if tested.any():
+        out[tested] = multipletests(p[tested], alpha=1 - CONFIDENCE, method="holm")[1]
     return out
 
 

@@ -13,21 +13,14 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.report.stats import factorial_effects, paired_gap
+from ablation.config.switches import VARIANT_LABELS
+from ablation.report import power
+from ablation.report.stats import factorial_effects, holm, paired_gap
 
 log = logging.getLogger(__name__)
 
 # (spt, lsa, learnable_temperature) -> label, in the order the table shows them.
-VARIANTS: dict[tuple[bool, bool, bool], str] = {
-    (False, False, False): "ViT",
-    (True, False, False): "SPT",
-    (False, True, False): "LSA mask",
-    (False, False, True): "Learnable temp.",
-    (True, True, False): "SPT + LSA mask",
-    (True, False, True): "SPT + temp.",
-    (False, True, True): "LSA (mask + temp.)",
-    (True, True, True): "SL-ViT",
-}
+VARIANTS: dict[tuple[bool, bool, bool], str] = VARIANT_LABELS
 BASELINE = (False, False, False)
 PAPER_FOUR = [(False, False, False), (True, False, False), (False, True, True), (True, True, True)]
 # Runs are compared only within a block; the protocol is part of it, so a
@@ -61,43 +54,70 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     zero-wide interval that measures nothing). ``test_images`` is the block's
     test-set size (one image = 100 / test_images points).
     ``status`` is ``ok``, ``failed`` (runs exist, none completed) or ``missing``.
+
+    Also: ``d_*_p`` (the paired t-test's p) and ``d_*_p_holm`` (Holm-adjusted
+    across the block's Δ rows, one family per metric), ``d_*_sd`` (sd of the
+    paired differences), ``d_*_images`` (the mean gap in test images),
+    ``*_correct`` (mean correct test images per seed), ``best_*`` (the official
+    protocol's best epoch, mean and sd), ``timed_steps`` (the fewest training
+    steps a variant's speed was timed over) and the power columns of
+    :func:`ablation.report.power.add_power`.
     """
-    rows = []
+    out = []
     for (dataset, model, protocol, setting), block in blocks(runs):
-        keys = switch_key(block)
-        done = block[block["status"] == "completed"]
-        done_keys = keys[done.index]
-        base = done[done_keys == BASELINE].set_index("seed")
-        for variant in expected_variants(block):
-            mine = block[keys == variant]
-            ok = done[done_keys == variant].set_index("seed")
-            row = {"dataset": dataset, "model": model, "protocol": protocol, "setting": setting,
-                   "variant": VARIANTS[variant],
-                   **dict(zip(SWITCHES, variant)),
-                   "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
-                   "status": "ok" if len(ok) else ("failed" if len(mine) else "missing")}
-            for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
-                values = 100 * ok[metric]
-                row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
-                row[f"{name}_std"] = values.std(ddof=1) if len(ok) > 1 else np.nan
-                if variant == BASELINE or base.empty or not len(ok):
-                    gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0,
-                           "no_spread": False}
-                else:
-                    gap = paired_gap(values, 100 * base[metric])
-                row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
-                    gap["gap"], gap["low"], gap["high"])
-                row[f"d_{name}_no_spread"] = gap["no_spread"]
-                row["pairs"] = gap["pairs"]
-            row["params"] = ok["params"].iloc[0] if len(ok) else np.nan
-            trainable = ok["trainable_params"].dropna()  # older records lack it
-            row["trainable_params"] = trainable.iloc[0] if len(trainable) else np.nan
-            sizes = done["test_images"].dropna()
-            row["test_images"] = sizes.iloc[0] if len(sizes) else np.nan
-            row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
-            row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
-            rows.append(row)
-    return pd.DataFrame(rows)
+        rows = _block_rows(block, dataset, model, protocol, setting)
+        frame = pd.DataFrame(rows)
+        for name in ("top1", "top5"):
+            frame[f"d_{name}_p_holm"] = holm(frame[f"d_{name}_p"])
+        out.append(power.add_power(frame))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[dict]:
+    rows = []
+    keys = switch_key(block)
+    done = block[block["status"] == "completed"]
+    done_keys = keys[done.index]
+    base = done[done_keys == BASELINE].set_index("seed")
+    for variant in expected_variants(block):
+        mine = block[keys == variant]
+        ok = done[done_keys == variant].set_index("seed")
+        row = {"dataset": dataset, "model": model, "protocol": protocol, "setting": setting,
+               "variant": VARIANTS[variant],
+               **dict(zip(SWITCHES, variant)),
+               "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
+               "status": "ok" if len(ok) else ("failed" if len(mine) else "missing")}
+        for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
+            values = 100 * ok[metric]
+            row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
+            row[f"{name}_std"] = values.std(ddof=1) if len(ok) > 1 else np.nan
+            if variant == BASELINE or base.empty or not len(ok):
+                gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0,
+                       "no_spread": False, "p": np.nan, "sd": np.nan}
+            else:
+                gap = paired_gap(values, 100 * base[metric])
+            row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
+                gap["gap"], gap["low"], gap["high"])
+            row[f"d_{name}_no_spread"] = gap["no_spread"]
+            row[f"d_{name}_p"], row[f"d_{name}_sd"] = gap["p"], gap["sd"]
+            row["pairs"] = gap["pairs"]
+            correct = ok[f"{metric}_correct"]
+            row[f"{name}_correct"] = correct.mean() if correct.notna().all() else np.nan
+            best = 100 * ok[f"best_{metric}"].dropna()
+            row[f"best_{name}_mean"] = best.mean() if len(best) else np.nan
+            row[f"best_{name}_std"] = best.std(ddof=1) if len(best) > 1 else np.nan
+        row["params"] = ok["params"].iloc[0] if len(ok) else np.nan
+        trainable = ok["trainable_params"].dropna()  # older records lack it
+        row["trainable_params"] = trainable.iloc[0] if len(trainable) else np.nan
+        sizes = done["test_images"].dropna()
+        row["test_images"] = sizes.iloc[0] if len(sizes) else np.nan
+        for name in ("top1", "top5"):
+            row[f"d_{name}_images"] = round(row[f"d_{name}"] * row["test_images"] / 100, 6)
+        row["timed_steps"] = ok["timed_steps"].min() if len(ok) else np.nan
+        row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
+        row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
+        rows.append(row)
+    return rows
 
 
 def factorial_design(block: pd.DataFrame) -> list[str] | None:

@@ -5,7 +5,9 @@ making the report again (after a rerun, by hand) continues the same run instead 
 another. Online, W&B resumes it (``resume="allow"``): the tables and plots are
 logged again as its next step and the summary is updated. Offline, the earlier
 report folder of that id is set aside under ``<out>/.replaced/``, so only the
-newest is left to ``wandb sync``.
+newest is left to ``wandb sync``. W&B's own console output is silenced (as for
+the jobs' runs, unless ``verbose``); one log line names the run and the command that
+uploads the whole sweep, the report run included: :func:`sync_command`.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
     import wandb
 
     from ablation.runs.files import replaced_folder
-    from ablation.runs.tracking import open_run, set_aside_offline_runs
+    from ablation.runs.tracking import console_settings, open_run, set_aside_offline_runs, where
 
     directory = Path(directory)
     run_id = report_run_id(group, directory)
@@ -43,7 +45,7 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
                    name=f"report-{group}" if group else "report",
                    id=run_id, resume="allow",
                    dir=str(directory), reinit="finish_previous",
-                   config={"source": str(directory)}, settings={"quiet": True})
+                   config={"source": str(directory)}, settings=console_settings(settings))
     with run:
         payload = {"comparison": wandb.Table(dataframe=_plain(table))}
         if not effects.empty:
@@ -55,7 +57,19 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
             prefix = f"{row['dataset']}/{row['model']}/{row['variant']}"
             run.summary[f"{prefix}/top1"] = row["top1_mean"]
             run.summary[f"{prefix}/top5"] = row["top5_mean"]
-        return {"id": run.id, "dir": str(Path(run.dir).parent)}
+    if run.offline:  # one line: the sweep's sync command covers this run too
+        log.info("W&B offline report run %s in %s; upload it with the sweep's runs: %s",
+                 run.id, Path(run.dir).parent, sync_command(directory))
+    else:
+        log.info("%s", where(run))
+    return {"id": run.id, "dir": str(Path(run.dir).parent), "offline": bool(run.offline),
+            "sync": sync_command(directory) if run.offline else None}
+
+
+def sync_command(folder: Path) -> str:
+    """``wandb sync`` for a sweep folder's offline runs: every job's (``<job>/wandb/``)
+    and the report's (``<folder>/wandb/``)."""
+    return f"wandb sync {folder}/wandb/offline-run-* {folder}/*/wandb/offline-run-*"
 
 
 def report_run_id(group: str | None, directory: Path) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.runs.files import atomic_write
 from ablation.runs.record import find_records
-from ablation.report import locality, locality_plots, plots, render
+from ablation.report import export, locality, locality_plots, plots, render
 from ablation.report.generation import generation, prune_replaced
 from ablation.report.load import ReportError, load_runs
 from ablation.report.tables import comparison, factorial
@@ -103,26 +103,30 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool) -> Report:
     # Locality diagnostics: empty when no run carries them.
     local, local_effects = locality.locality_table(runs), locality.locality_effects(runs)
     markdown = render.markdown(table, effects) + locality.markdown(local, local_effects)
+    images = []
+    if make_plots:  # before the HTML, which embeds them
+        images.append(plots.top1_bars(table, out / "top1.png"))
+        images.append(plots.val_curves(table, runs, out / "val_top1.png"))
+        temperature = plots.temperature_curves(table, runs, out / "temperature.png")
+        if temperature:
+            images.append(temperature)
+        images += locality_plots.figures(runs, out)
     files = [
         _atomic_write(out / "comparison.md", markdown),
         _atomic_write(out / "comparison.tex", render.latex(table, effects)
                       + locality.latex(local, local_effects)),
         _atomic_write(out / "comparison.html", render.html_page(table, effects)
-                      + locality.html_section(local, local_effects)),
-        _atomic_write(out / "comparison.csv", table.to_csv(index=False)),
+                      + locality.html_section(local, local_effects)
+                      + plots.html_figures(images)),
+        _atomic_write(out / "comparison.csv", export.comparison_csv(table)),
     ]
     if not effects.empty:
-        files.append(_atomic_write(out / "factorial_effects.csv", effects.to_csv(index=False)))
+        files.append(_atomic_write(out / "factorial_effects.csv",
+                                   export.effects_csv(effects, table)))
     if not local.empty:
         files.append(_atomic_write(out / "locality.csv", local.to_csv(index=False)))
     if not local_effects.empty:
         files.append(_atomic_write(out / "locality_effects.csv",
                                    local_effects.to_csv(index=False)))
-    if make_plots:
-        files.append(plots.top1_bars(table, out / "top1.png"))
-        files.append(plots.val_curves(table, runs, out / "val_top1.png"))
-        temperature = plots.temperature_curves(table, runs, out / "temperature.png")
-        if temperature:
-            files.append(temperature)
-        files += locality_plots.figures(runs, out)
+    files += images
     return Report(runs, table, effects, markdown, files)

@@ -14,6 +14,14 @@ a SIGKILL can leave its ``.wandb`` file nearly empty) is set aside first, so
 Online, W&B resumes the run on its server (``resume="allow"``) and ``run.step``
 is "the W&B step of the next log() call"; steps below it are already there
 and are not sent again (W&B would drop them anyway).
+
+What W&B needs to group and plot the sweep: the config carries ``variant``
+(the tables' name, ``SL-ViT``) and the three switches as booleans, so a
+dashboard groups by ``variant`` rather than averaging the sweep's group into one
+line; ``define_metric`` makes ``epoch`` the x axis of every per-epoch metric
+and sets the summaries (``val/top1``: its maximum; test metrics: the final
+value). W&B's own console output (about 30 lines a run) is silenced unless
+``wandb.verbose=true``; one log line per run says where it is and how to sync it.
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ablation.config.secrets import scrub_text
+from ablation.config.switches import SWITCHES, as_bool, variant_label
 from ablation.runs.files import set_aside
 from ablation.runtime.signals import exit_code
 
@@ -186,11 +195,13 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         job_type="train",
         name=name,
         tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
-        config=dict(config),
+        config=wandb_config(config),
         dir=str(output_dir),
         reinit="finish_previous",
+        settings=console_settings(settings),
         **({"id": run_id, "resume": "allow"} if run_id else {}),
     )
+    define_metrics(run)
     # Not ``with run:``: its exit prints the whole traceback on the terminal.
     try:
         yield WandbTracker(run, output_dir)
@@ -198,6 +209,7 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         finish_stopped(run, e)
         raise
     run.finish()
+    log.info("%s", where(run))
 
 
 def finish_stopped(run, error: BaseException) -> None:
@@ -212,6 +224,41 @@ def finish_stopped(run, error: BaseException) -> None:
         except Exception as e:  # noqa: BLE001 - the run is still finished below
             log.debug("W&B mark_preempting failed: %r", e)
     run.finish(exit_code=code)
+
+
+def wandb_config(config: Mapping) -> dict:
+    """The run's config: the resolved config, the switches as booleans, and ``variant``."""
+    out = dict(config)
+    if all(k in config for k in SWITCHES):
+        out.update({k: as_bool(config[k], k) for k in SWITCHES})
+        out["variant"] = variant_label(*(out[k] for k in SWITCHES))
+    return out
+
+
+def console_settings(settings: Mapping) -> dict:
+    """``wandb.Settings`` keywords: W&B's own console output off unless ``verbose``."""
+    return {} if settings.get("verbose") else {"silent": True}
+
+
+# Per-epoch metrics are plotted against ``epoch``; summaries: the best validation
+# top-1 (W&B keeps ``val/top1`` as {"max": ...}) and the final test metrics.
+STEP_METRIC = "epoch"
+SUMMARIES = {"val/top1": "max", "val/top5": "max", "test/*": "last"}
+
+
+def define_metrics(run) -> None:
+    run.define_metric(STEP_METRIC)
+    run.define_metric("*", step_metric=STEP_METRIC)
+    for name, summary in SUMMARIES.items():
+        run.define_metric(name, summary=summary)
+
+
+def where(run) -> str:
+    """One line: where the run is and how to upload it (offline) or its page (online)."""
+    folder = Path(run.dir).parent
+    if run.offline:
+        return f"W&B offline run {run.id} in {folder} (upload later: wandb sync {folder})"
+    return f"W&B run {run.id}: {run.url or folder}"
 
 
 def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,

@@ -1,0 +1,71 @@
+"""The tables as CSV, at the precision the test set supports.
+
+A block's accuracies are means over n seeds of k/N correct test images, so
+the smallest step between two of them is 100/(N n) points: two significant
+digits of that step are printed, at least two decimals, and nothing beyond
+(``2.5``, not float32's ``2.499997615814209``). The exact counts stand beside
+them: ``top1_correct`` (mean correct images per seed) and ``d_top1_images``
+(the mean gap in images).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ablation.report.tables import BLOCK
+
+UNKNOWN_SIZE_DECIMALS = 4  # older records without the test-set size
+# comparison / effects columns in percentage points
+POINTS = ("top1_mean", "top1_std", "top5_mean", "top5_std", "best_top1_mean", "best_top1_std",
+          "best_top5_mean", "best_top5_std", "top1_pooled_sd", "top1_detectable_gap")
+GAP_SUFFIXES = ("", "_low", "_high", "_sd")
+EFFECT_COLUMNS = ("effect", "low", "high")
+
+
+def decimals(test_images: float, seeds: float) -> int:
+    """Decimals for a block's percentages: two significant digits of 100 / (N n)."""
+    if not (np.isfinite(test_images) and test_images > 0):
+        return UNKNOWN_SIZE_DECIMALS
+    step = 100.0 / (float(test_images) * max(float(seeds) if np.isfinite(seeds) else 1.0, 1.0))
+    return max(2, math.ceil(-math.log10(step)) + 1)
+
+
+def _block_decimals(table: pd.DataFrame) -> dict[tuple, int]:
+    out = {}
+    for key, block in table.groupby(BLOCK, sort=False, dropna=False):
+        sizes = block["test_images"].dropna()
+        out[tuple(key)] = decimals(sizes.iloc[0] if len(sizes) else np.nan, block["n"].max())
+    return out
+
+
+def _round(frame: pd.DataFrame, columns, places: dict[tuple, int]) -> pd.DataFrame:
+    frame = frame.copy()
+    keys = list(zip(*(frame[c] for c in BLOCK)))
+    for col in columns:
+        if col not in frame:
+            continue
+        values = frame[col].astype(float)
+        frame[col] = [round(v, places.get(k, UNKNOWN_SIZE_DECIMALS)) if np.isfinite(v) else v
+                      for v, k in zip(values, keys)]
+    return frame
+
+
+def comparison_csv(table: pd.DataFrame) -> str:
+    """``comparison.csv``: percentages rounded per block, counts and times plain."""
+    if table.empty:
+        return table.to_csv(index=False)
+    gaps = [f"d_{m}{s}" for m in ("top1", "top5") for s in GAP_SUFFIXES]
+    out = _round(table, [*POINTS, *gaps], _block_decimals(table))
+    for col, places in (("images_per_s", 1), ("train_seconds", 2), ("top1_correct", 6),
+                        ("top5_correct", 6), ("d_top1_images", 6), ("d_top5_images", 6)):
+        if col in out:
+            out[col] = out[col].astype(float).round(places)
+    return out.to_csv(index=False)
+
+
+def effects_csv(effects: pd.DataFrame, table: pd.DataFrame) -> str:
+    """``factorial_effects.csv``: effects and bounds at their block's precision."""
+    columns = [f"{m}_{c}" for m in ("top1", "top5") for c in EFFECT_COLUMNS]
+    return _round(effects, columns, _block_decimals(table)).to_csv(index=False)

@@ -1,0 +1,95 @@
+"""Power: what a block's seeds could have detected, so a null result means something.
+
+For the paired t-test the table uses (two-sided, α 0.05), with power 0.8:
+the smallest top-1 gap the block's seeds could detect, and the seeds the
+observed gap of each variant would need, both from the spread of the paired
+differences (statsmodels' ``TTestPower``, the one-sample / paired t-test). The
+spread is pooled over the block's Δ rows (each weighted by its n - 1 degrees
+of freedom): one variant's sd from 2-3 seeds is too rough to plan with.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+ALPHA, POWER = 0.05, 0.8
+MIN_SEEDS, MAX_SEEDS = 2, 10_000
+
+
+def _power():
+    from statsmodels.stats.power import TTestPower
+
+    return TTestPower()
+
+
+def detectable_effect(seeds: int) -> float:
+    """Standardised gap (gap / sd of the paired differences) ``seeds`` pairs detect."""
+    return float(_power().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA, power=POWER,
+                                      alternative="two-sided"))
+
+
+def seeds_needed(gap: float, sd: float) -> float:
+    """Seeds (pairs) a paired t-test needs to detect ``gap`` with power 0.8; NaN
+    when there is no gap or no spread to plan with, inf beyond :data:`MAX_SEEDS`."""
+    if not (np.isfinite(gap) and np.isfinite(sd)) or gap == 0 or sd <= 0:
+        return np.nan
+    effect = abs(gap) / sd
+    if effect >= detectable_effect(MIN_SEEDS):
+        return float(MIN_SEEDS)
+    if effect < detectable_effect(MAX_SEEDS):
+        return math.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the root finder's convergence notes
+        n = _power().solve_power(effect_size=effect, nobs=None, alpha=ALPHA, power=POWER,
+                                 alternative="two-sided")
+    return float(math.ceil(n)) if np.isfinite(n) else np.nan
+
+
+def pooled_sd(block: pd.DataFrame, metric: str = "top1") -> tuple[float, int]:
+    """The pooled sd of the block's paired differences and the smallest pair count."""
+    rows = block[(block["pairs"] >= 2) & np.isfinite(block[f"d_{metric}_sd"].astype(float))]
+    if rows.empty:
+        return np.nan, 0
+    df = rows["pairs"].to_numpy(dtype=float) - 1
+    sd = rows[f"d_{metric}_sd"].to_numpy(dtype=float)
+    return float(np.sqrt((df * sd ** 2).sum() / df.sum())), int(rows["pairs"].min())
+
+
+def add_power(block: pd.DataFrame) -> pd.DataFrame:
+    """The block's rows with the power columns (top-1): ``top1_detectable_gap`` (pp,
+    the same in every row of the block), ``top1_power_seeds`` (the seeds it assumes),
+    ``top1_pooled_sd`` and ``top1_seeds_needed`` (for each row's observed gap)."""
+    block = block.copy()
+    sd, seeds = pooled_sd(block)
+    has_spread = np.isfinite(sd) and sd > 0
+    block["top1_pooled_sd"] = sd
+    block["top1_power_seeds"] = seeds if seeds else np.nan
+    block["top1_detectable_gap"] = detectable_effect(seeds) * sd if has_spread else np.nan
+    block["top1_seeds_needed"] = [seeds_needed(g, sd) if has_spread else np.nan
+                                  for g in block["d_top1"].astype(float)]
+    return block
+
+
+def sentence(block: pd.DataFrame) -> str | None:
+    """The caption's power sentence for one block, or None with nothing to say."""
+    first = block.iloc[0]
+    seeds, sd = float(first.get("top1_power_seeds")), float(first.get("top1_pooled_sd"))
+    if not np.isfinite(seeds):
+        return None
+    if not (np.isfinite(sd) and sd > 0):
+        return ("Power: the paired top-1 differences have no spread, so the smallest "
+                "detectable gap cannot be estimated.")
+    needs = []
+    for _, r in block.iterrows():
+        n = r["top1_seeds_needed"]
+        if r["variant"] == "ViT" or not np.isfinite(r["d_top1"]):
+            continue
+        text = "more than 10,000" if n == math.inf else "—" if not np.isfinite(n) else f"{n:.0f}"
+        needs.append(f"{r['variant']} {text}")
+    return (f"Power (paired t, α {ALPHA:g}, power {POWER:g}, sd of the paired top-1 "
+            f"differences {sd:.2f} pp pooled over the block): with {int(seeds)} seeds the "
+            f"smallest detectable top-1 gap is {first['top1_detectable_gap']:.2f} pp; seeds "
+            f"needed to detect each observed gap: " + ", ".join(needs) + ".")

@@ -1,0 +1,97 @@
+"""``temperature.png``: how far each layer's learned temperature moved from its start.
+
+Plotted as the change from the start value T0 = sqrt(key_dim) in percent, with
+epoch 0 at zero and a dashed line there, every panel on one shared axis that
+spans at least ±:data:`FLOOR_PCT` %: a drift of a fraction of a percent then
+looks as small as it is, instead of filling a panel autoscaled to it. Each
+panel names the seeds it averages.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ablation.report.plots import TEMPERATURE_KEY, _done, _grid, pyplot, seeds_text, variant_label
+from ablation.report.render import block_title
+from ablation.report.tables import BLOCK, VARIANTS
+
+FLOOR_PCT = 5.0   # the axis spans at least ±5 % of the start value
+MARGIN = 1.15     # room above the largest change
+
+
+def _layers(history: list[dict]) -> pd.DataFrame | None:
+    """Epochs x layers (heads averaged) of one run's temperatures, or None."""
+    frame = pd.DataFrame(history).set_index("epoch") if history else pd.DataFrame()
+    columns = [c for c in frame.columns if TEMPERATURE_KEY.match(c)]
+    if not columns:
+        return None
+    return frame[columns].T.groupby(lambda c: int(TEMPERATURE_KEY.match(c).group(1))).mean().T
+
+
+def changes(block_runs: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[int], bool]]:
+    """Per variant: epochs (0 first) x layers of the mean % change from the start,
+    the seeds averaged, and whether the start is T0 (else the first epoch's value)."""
+    out = {}
+    for label, group in block_runs.groupby(block_runs.apply(variant_label, axis=1)):
+        frames, seeds, from_t0 = [], [], True
+        for _, run in group.iterrows():
+            layers = _layers(run["history"])
+            if layers is None:
+                continue
+            start = run.get("temperature_start")
+            if not (isinstance(start, float) and np.isfinite(start)):
+                start, from_t0 = layers.iloc[0], False  # older records: from epoch 1
+            change = 100 * (layers / start - 1)
+            if from_t0:
+                change.loc[0] = 0.0
+            frames.append(change.sort_index())
+            seeds.append(int(run["seed"]))
+        if frames:
+            out[label] = (pd.concat(frames).groupby(level=0).mean(), seeds, from_t0)
+    order = list(VARIANTS.values())
+    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+
+
+def limit(changes: list[pd.DataFrame]) -> float:
+    """The shared ± limit of every panel's y axis, in percent."""
+    largest = max((float(np.nanmax(np.abs(c.to_numpy()))) for c in changes), default=0.0)
+    return max(FLOOR_PCT, MARGIN * largest)
+
+
+def temperature_figure(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path | None:
+    """Write ``path``, or return None when no run learned a temperature."""
+    panels = []
+    for key, _ in table.groupby(BLOCK, sort=False):
+        block_runs = _done(runs, key)
+        starts = block_runs["temperature_start"].dropna()
+        for label, found in changes(block_runs).items():
+            panels.append((key, label, found + (starts.iloc[0] if len(starts) else None,)))
+    if not panels:
+        return None
+    plt = pyplot()
+    fig, axes = _grid(plt, len(panels), width=5, height=3.6, cols=min(len(panels), 2))
+    bound = limit([found[0] for _, _, found in panels])
+    for ax, (key, label, (change, seeds, from_t0, start)) in zip(axes, panels):
+        colors = plt.cm.viridis(np.linspace(0, 0.9, change.shape[1]))
+        for color, layer in zip(colors, change.columns):
+            ax.plot(change.index, change[layer], color=color, label=f"block {layer}",
+                    marker="o", markersize=3)
+        reference = (f"start T0 = {start:.3g} (√key_dim)" if from_t0 and start
+                     else "epoch 1's value")
+        ax.axhline(0.0, color="black", linestyle="--", linewidth=1, label=reference)
+        ax.set_ylim(-bound, bound)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("change from start (%)" if from_t0 else "change from epoch 1 (%)")
+        ax.set_title(f"{block_title(*key)}: {label}\nmean over {seeds_text(seeds)}", fontsize=9)
+        ax.legend(fontsize=6, ncol=2)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Learned temperature per layer: change from its start value "
+                 f"(shared axis, ±{bound:.3g} %)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
