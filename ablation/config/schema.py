@@ -153,6 +153,7 @@ class Wandb(BaseModel):
     entity: Name | None = None
     group: Name | None = None
     tags: Texts = []
+    verbose: Flag = False
 
 
 class Gpu(BaseModel):
