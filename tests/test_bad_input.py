@@ -175,7 +175,8 @@ def test_class_folder_without_readable_images(tmp_path):
     data = tmp_path / "data"
     (data / "cats").mkdir(parents=True)
     (data / "dogs").mkdir()
-    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(data / "cats" / "a.png")
+    for name in ("a.png", "b.png"):  # two: a class with a single image is refused too
+        Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(data / "cats" / name)
     (data / "dogs" / "broken.png").write_bytes(b"\x89PNG not really")
     out = tmp_path / "out"
     result = run_cli("experiment=smoke", f"results_dir={out}", "dataset=image_folder",

@@ -165,7 +165,7 @@ class Gpu(BaseModel):
 class Diagnostics(BaseModel):
     model_config = _group()
     enabled: Flag = False
-    probe_images: PositiveInt = 512
+    probe_images: Count = 512  # positive when enabled: ablation.config.validate
     probe_seed: Seed = 0
     every_epoch: Flag = False
     attention_maps: Count = 0

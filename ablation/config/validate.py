@@ -41,5 +41,9 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
+    diagnostics = cfg.get("diagnostics") or {}
+    if diagnostics.get("enabled") and diagnostics["probe_images"] < 1:
+        raise ConfigError(f"diagnostics.probe_images={diagnostics['probe_images']!r} must be a "
+                          f"positive integer (diagnostics.enabled=true probes that many images)")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
