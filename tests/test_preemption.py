@@ -20,12 +20,12 @@ ARGS = ["lsa=false", "spt=false", "wandb.mode=offline"]
 def _stop_after_epoch(args, job, epoch, signum):
     """Start the command, send ``signum`` once ``job``'s checkpoint holds ``epoch``;
     its exit status, stdout and stderr."""
-    state = job / "checkpoint" / "state.json"
     proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
+            (state,) = job.parent.glob(job.name + "*/checkpoint/state.json")
             if json.loads(state.read_text())["epoch"] >= epoch:
                 break
         except (OSError, ValueError):
@@ -40,10 +40,10 @@ def _stop_after_epoch(args, job, epoch, signum):
 @pytest.mark.slow
 def test_sigterm_and_ctrl_c_stop_with_one_line_and_the_rerun_resumes(tmp_path, wandb_cli):
     args = [*ARGS, *smoke_overrides(tmp_path, "trainer.epochs=16")]
-    job = tmp_path / "smoke" / "vit-s0_trainer.epochs=2,trainer.epochs=16"  # the later wins
-    state = job / "checkpoint" / "state.json"
-
+    job = tmp_path / "smoke" / "vit-s0"  # the folder's suffix is found once it exists
     code, out, err = _stop_after_epoch(args, job, 1, signal.SIGTERM)
+    (job,) = (tmp_path / "smoke").glob("vit-s0*")
+    state = job / "checkpoint" / "state.json"
     assert code == 128 + signal.SIGTERM
     lines = [line for line in err.splitlines() if not line.startswith("wandb:")]
     assert len(lines) == 1 and "Traceback" not in err + out, err[-3000:]
