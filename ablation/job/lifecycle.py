@@ -225,11 +225,12 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
 
 def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     """The job, with the folder's lock held; returns the record and the outcome."""
+    fingerprint = data_fingerprint(config["dataset"])  # what this run reads: its identity
     if config.get("resume", True):
         set_aside_unreadable_record(output_dir)
         previous = earlier_run(output_dir)
         check_same_config(previous, config, output_dir)
-        check_same_data(previous, data_fingerprint(config["dataset"]), output_dir)
+        check_same_data(previous, fingerprint, output_dir)
         if previous is not None and previous.get("status") == "completed":
             log.info("%s already completed here: skipped", previous.get("run_name"))
             return previous, "skipped"
@@ -244,7 +245,7 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
         # last job's model, graphs and data copies only become garbage once its
         # run_job has returned or raised
         keras.backend.clear_session(free_memory=True)
-        record = _train_and_record(config, data, output_dir, record)
+        record = _train_and_record(config, data, output_dir, record, fingerprint)
     except (ConfigError, DataError):
         raise
     except BaseException as e:
@@ -254,7 +255,8 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     return record, "completed"
 
 
-def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dict:
+def _train_and_record(config: dict, data, output_dir: Path, record: dict,
+                      fingerprint: dict) -> dict:
     """Resume or start, track, train; always writes the record (completed or failed)."""
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     progress = EpochMetrics()
@@ -276,7 +278,6 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict) -> dic
             record["wandb"] = tracker.info()  # its mode may be offline after a fallback
             if resume_from is not None:
                 tracker.replay(resume_from.state["history"])
-            fingerprint = data_fingerprint(config["dataset"])
             record.update(train(config, data, tracker, checkpoint_dir, resume_from,
                                 progress=progress, state_extra={"data": fingerprint}))
             record["data"] = {**record["data"], **fingerprint}

@@ -38,6 +38,7 @@ import numpy as np
 # schedule), so that load_model finds them whoever imported this module
 import ablation.model  # noqa: F401
 import ablation.train.schedules  # noqa: F401
+from ablation.data.formats import one_line
 from ablation.runs.files import atomic_write, replaced_folder, set_aside, unique_tmp
 from ablation.runs.record import STATE_FILE, StateError, read_state_file
 from ablation.train.epoch_metrics import EpochMetrics
@@ -179,11 +180,6 @@ def checkpoint_states(directory: Path) -> tuple[list[dict], list[tuple[Path, str
 
 def _sort_key(path: Path) -> int:
     return -(_epoch_of(path) or 0)
-
-
-def one_line(error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [""])[0][:160]
-    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def remove(directory: str | Path) -> None:
