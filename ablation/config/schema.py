@@ -85,6 +85,7 @@ class Trainer(BaseModel):
                        Field(description="is not one of auto, 0, 1, 2")] = "auto"
     checkpoint: Flag = True
     data_workers: PositiveInt | None = None
+    pad_batches: Flag = True
 
 
 class Model(BaseModel):

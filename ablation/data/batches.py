@@ -15,6 +15,14 @@ One "epoch" is ``passes`` shuffled passes over the training set (the
 official code's repeated-augmentation sampler with ``--ra 3`` and one
 repetition lengthens each epoch threefold). Batch order depends only on the
 seed and the epoch, so a resumed run sees the same order it would have.
+
+With ``pad``, every batch has ``batch_size`` rows and a sample weight per row:
+a short last batch is filled with weight-0 copies of its own rows, so a
+backend that compiles one program per input shape (XLA) compiles one. The
+padding comes after the per-image augmentation and the mixing, which draw for
+the real rows only, exactly as unpadded; the loss and metrics of
+:func:`ablation.train.fit.compile_model` weigh by sample weight, so the padded
+rows change nothing (see :func:`padded`).
 """
 from __future__ import annotations
 
@@ -33,6 +41,48 @@ def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
     out = np.zeros((len(labels), num_classes), dtype=np.float32)
     out[np.arange(len(labels)), np.asarray(labels, dtype=np.int64)] = 1.0
     return out
+
+
+def pad_rows(array: np.ndarray, size: int) -> np.ndarray:
+    """``array`` with copies of its own rows (cyclically) appended up to ``size`` rows.
+
+    Copies rather than zeros: the filler rows go through the model like real
+    images, so nothing in them can be NaN or infinite (a weight of 0 times a NaN
+    gradient is NaN), and no normalisation sees an out-of-distribution row.
+    """
+    missing = int(size) - len(array)
+    if missing <= 0:
+        return array
+    if len(array) == 0:
+        raise ValueError("cannot pad an empty batch")
+    return np.concatenate([array, array[np.arange(missing) % len(array)]])
+
+
+def sample_weights(real: int, size: int) -> np.ndarray:
+    """float32 weights: 1 for the ``real`` rows, 0 for the padding up to ``size``."""
+    weights = np.zeros(int(size), dtype=np.float32)
+    weights[:int(real)] = 1.0
+    return weights
+
+
+def padded(x: np.ndarray, y: np.ndarray, batch_size: int):
+    """(x, y, sample_weight) with the rows rounded up to a multiple of ``batch_size``.
+
+    For ``model.evaluate`` and ``validation_data``: every batch then has the
+    same shape, and the weight-0 rows count in neither the loss nor the metrics
+    (compiled as weighted metrics). An empty split stays empty.
+    """
+    size = math.ceil(len(x) / batch_size) * batch_size
+    return pad_rows(x, size), pad_rows(np.asarray(y), size), sample_weights(len(x), size)
+
+
+def padded_chunks(array: np.ndarray, batch_size: int):
+    """(real rows, chunk) for consecutive chunks of ``array``, each of the same
+    size (``batch_size``, or all the rows if fewer): the last one padded."""
+    size = min(int(batch_size), len(array))
+    for start in range(0, len(array), size):
+        chunk = array[start:start + size]
+        yield len(chunk), pad_rows(chunk, size)
 
 
 class Mixer:
@@ -110,13 +160,14 @@ class TrainingBatches(keras.utils.PyDataset):
     Targets are one-hot float rows when ``soft`` (needed by label smoothing
     and mixing), else the integer labels. ``augment`` (the official per-image
     augmentation) runs on each batch before the mixing. The last batch of an epoch may be
-    short (as ``model.fit`` on arrays).
+    short (as ``model.fit`` on arrays); with ``pad`` it is filled to ``batch_size``
+    rows and every batch comes with sample weights (see the module's notes).
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, num_classes: int, batch_size: int, *,
                  passes: int = 1, soft: bool = False, mixer: Mixer | None = None,
                  augment: OfficialAugment | None = None, seed: int = 0,
-                 initial_epoch: int = 0, **kwargs):
+                 initial_epoch: int = 0, pad: bool = False, **kwargs):
         super().__init__(**kwargs)
         if int(passes) < 1:
             raise ValueError(f"passes must be >= 1, got {passes!r}")
@@ -129,6 +180,7 @@ class TrainingBatches(keras.utils.PyDataset):
         self.augment = augment
         self.seed = int(seed)
         self.epoch = int(initial_epoch)
+        self.pad = bool(pad)
         self._order()
 
     def _order(self) -> None:
@@ -139,6 +191,14 @@ class TrainingBatches(keras.utils.PyDataset):
         return math.ceil(len(self.order) / self.batch_size)
 
     def __getitem__(self, index: int):
+        images, targets = self._batch(index)
+        if not self.pad:
+            return images, targets
+        return (pad_rows(images, self.batch_size), pad_rows(targets, self.batch_size),
+                sample_weights(len(images), self.batch_size))
+
+    def _batch(self, index: int):
+        """The real rows of batch ``index``: augmented, then mixed among themselves."""
         rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
         images = self.x[rows]
         if self.augment is not None:  # per image, before the mixing (the official order)
@@ -178,8 +238,9 @@ def soft_targets(trainer: Mapping, augmentation: Mapping) -> bool:
 
 
 def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Mapping,
-                     seed: int, initial_epoch: int = 0) -> TrainingBatches:
-    """The pipeline a run's ``trainer`` and ``augmentation`` config describe.
+                     seed: int, initial_epoch: int = 0, pad: bool = False) -> TrainingBatches:
+    """The pipeline a run's ``trainer`` and ``augmentation`` config describe
+    (``pad``: full batches with sample weights, see :class:`TrainingBatches`).
 
     ``trainer.data_workers`` > 1 prepares that many batches at once in threads
     (Keras' ``PyDataset`` workers; numpy releases the GIL in its array loops).
@@ -195,5 +256,5 @@ def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Map
                            passes=int(trainer.get("passes_per_epoch", 1)),
                            soft=soft_targets(trainer, augmentation), mixer=mixer,
                            augment=augment, seed=seed,
-                           initial_epoch=initial_epoch, workers=workers,
+                           initial_epoch=initial_epoch, pad=pad, workers=workers,
                            use_multiprocessing=False)

@@ -2,7 +2,8 @@
 
 ``EpochMetrics`` builds one row per epoch (train/val loss, top-1, top-5,
 learning rate, learnable temperatures, seconds) and hands the same row to the
-run record and to the tracker, so the two can never disagree.
+run record and to the tracker, so the two can never disagree. ``MeanLoss`` is
+the loss those rows report: the mean over the weighted samples seen.
 """
 from __future__ import annotations
 
@@ -12,6 +13,42 @@ import keras
 
 from ablation.model import temperatures
 from ablation.runs.tracking import Tracker
+
+@keras.saving.register_keras_serializable(package="ablation")
+class MeanLoss(keras.metrics.Mean):
+    """The epoch's loss as the mean of the per-sample cross-entropy, weighted by sample weight.
+
+    Keras' own epoch loss averages each batch's loss weighted by the batch's
+    row count, padding rows included, so a batch filled up with weight-0 rows
+    would count as a full one. Compiled as a weighted metric named ``loss``, this
+    replaces that value in the logs (a compiled metric's result is written after
+    the loss tracker's under the same key), so ``loss``/``val_loss``, the
+    progress bar, ``TerminateOnNaN`` and ``evaluate`` all report the mean over
+    the real samples: without sample weights, the same value as Keras'. It is
+    the whole training loss only because the model adds no losses of its own
+    (``add_loss``). Registered, so a checkpoint's compiled model loads with it.
+    """
+
+    def __init__(self, soft: bool = False, label_smoothing: float = 0.0, name: str = "loss",
+                 dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.soft = bool(soft)
+        self.label_smoothing = float(label_smoothing)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = keras.ops.cast(y_pred, "float32")
+        if self.soft:
+            values = keras.losses.categorical_crossentropy(
+                y_true, y_pred, from_logits=True, label_smoothing=self.label_smoothing)
+        else:
+            values = keras.losses.sparse_categorical_crossentropy(y_true, y_pred,
+                                                                  from_logits=True)
+        return super().update_state(values, sample_weight=sample_weight)
+
+    def get_config(self):
+        return {**super().get_config(), "soft": self.soft,
+                "label_smoothing": self.label_smoothing}
+
 
 # Keras log key -> the name used in records and W&B.
 METRIC_NAMES = {

@@ -21,7 +21,7 @@ from ablation.model import build_model
 from ablation.runs.tracking import Tracker
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
-from ablation.train.epoch_metrics import EpochMetrics
+from ablation.train.epoch_metrics import EpochMetrics, MeanLoss
 from ablation.train.schedules import WarmupCosineDecay
 
 log = logging.getLogger(__name__)
@@ -65,23 +65,42 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
 def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
                   num_classes: int, soft_targets: bool = False) -> keras.Model:
     """AdamW on the schedule; with ``soft_targets`` (label smoothing, Mixup/CutMix)
-    the loss and metrics take one-hot/soft target rows instead of class ids."""
+    the loss and metrics take one-hot/soft target rows instead of class ids.
+
+    Sample weights (0 on the rows that pad a batch, see
+    :mod:`ablation.data.batches`) are honoured everywhere: the loss is the
+    weighted mean over the batch (``mean_with_sample_weight``, Keras >= 3.7;
+    the default divides by the row count, padding included), so a padded
+    batch's gradient is the unpadded batch's; the metrics are compiled as
+    ``weighted_metrics`` (plain ``metrics`` ignore sample weights); and the
+    epoch's ``loss`` is :class:`MeanLoss`. Without sample weights all of these
+    are the plain means.
+    """
     k = min(5, num_classes)
+    smoothing = float(trainer.get("label_smoothing", 0.0))
     if soft_targets:
         loss = keras.losses.CategoricalCrossentropy(
-            from_logits=True, label_smoothing=float(trainer.get("label_smoothing", 0.0)))
+            from_logits=True, label_smoothing=smoothing, reduction="mean_with_sample_weight")
         metrics = [keras.metrics.CategoricalAccuracy(name="top1"),
                    keras.metrics.TopKCategoricalAccuracy(k=k, name="top5")]
     else:
-        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
         metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1"),
                    keras.metrics.SparseTopKCategoricalAccuracy(k=k, name="top5")]
     model.compile(
         optimizer=keras.optimizers.AdamW(
             learning_rate=learning_rate_schedule(trainer, steps_per_epoch),
             weight_decay=float(trainer["weight_decay"])),
-        loss=loss, metrics=metrics)
+        loss=loss,
+        weighted_metrics=[MeanLoss(soft=soft_targets, label_smoothing=smoothing), *metrics])
     return model
+
+
+def pad_batches(trainer: Mapping) -> bool:
+    """``trainer.pad_batches``: fill short batches with weight-0 rows (one compiled
+    program per job for training and one for evaluation; see :mod:`ablation.data.batches`)."""
+    return bool(trainer.get("pad_batches", True))
 
 
 def trainable_count(model: keras.Model) -> int:
@@ -119,7 +138,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     bookkeeping) may be passed in to read what was done should training raise.
     ``state_extra`` goes into every checkpoint's state (what the job compares on resume).
     """
-    from ablation.data.batches import needs_pipeline, one_hot, soft_targets, training_batches
+    from ablation.data.batches import (
+        needs_pipeline, one_hot, padded, soft_targets, training_batches)
 
     trainer = config["trainer"]
     seed = int(config["seed"])
@@ -158,14 +178,18 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
             **(state_extra or {})}))
+    pad = pad_batches(trainer)
+
+    def split(x, y):  # (x, targets[, sample weights]): with pad, whole batches only
+        return padded(x, targets(y), batch) if pad else (x, targets(y))
+
     targets = (lambda y: one_hot(y, data.num_classes)) if soft else (lambda y: y)  # noqa: E731
-    evaluation = (data.x_test, targets(data.y_test)) if official else (
-        data.x_val, targets(data.y_val))
-    if needs_pipeline(trainer, config.get("augmentation") or {}):
-        # repeated passes, Mixup/CutMix and soft targets: ablation.data.batches
+    evaluation = split(data.x_test, data.y_test) if official else split(data.x_val, data.y_val)
+    if pad or needs_pipeline(trainer, config.get("augmentation") or {}):
+        # repeated passes, Mixup/CutMix, soft targets, padding: ablation.data.batches
         inputs = dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
                                          config.get("augmentation") or {}, seed,
-                                         initial_epoch=initial_epoch))
+                                         initial_epoch=initial_epoch, pad=pad))
     else:
         inputs = dict(x=data.x_train, y=data.y_train, batch_size=batch, shuffle=True)
     model.fit(
@@ -182,8 +206,9 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
             f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
             f"{len(epochs.history)}; lower trainer.learning_rate")
 
-    test = model.evaluate(data.x_test, targets(data.y_test), batch_size=batch, verbose=0,
-                          return_dict=True)
+    test_x, test_y, *test_weights = split(data.x_test, data.y_test)
+    test = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
+                          batch_size=batch, verbose=0, return_dict=True)
     val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
     metrics = {
         "test_top1": float(test["top1"]),

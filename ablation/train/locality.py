@@ -36,6 +36,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from ablation.data.batches import padded_chunks
 from ablation.model.layers import TransformerBlock
 from ablation.runs.files import atomic_write
 from ablation.runs.record import ATTENTION_MAPS_FILE
@@ -206,10 +207,10 @@ class LocalityProbe:
         # One sub-model (one trace) for both uses: the maps are cheap to compute.
         keep = tuple(map_blocks(len(found))) if self.attention_maps else ()
         stats = self._statistics_model(model, keep)
-        # predict_on_batch per batch: a quarter of predict()'s overhead (no data adapter).
-        parts = [stats.predict_on_batch(self.images[i:i + self.batch_size])
-                 for i in range(0, len(self.images), self.batch_size)]
-        out = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0]}
+        # predict_on_batch per batch (no data adapter); the last padded: one compiled program
+        parts = [(n, stats.predict_on_batch(chunk))
+                 for n, chunk in padded_chunks(self.images, self.batch_size)]
+        out = {k: np.concatenate([np.asarray(p[k])[:n] for n, p in parts]) for k in parts[0][1]}
         num_tokens = found[0].input.shape[1]
         result = {
             "probe_images": int(len(self.images)),
@@ -272,10 +273,9 @@ def save_maps(path: Path, measured: Mapping, images: np.ndarray, indices: np.nda
 
 def rows_table(entry: Mapping) -> tuple[list[str], list[list]]:
     """Per-head values as (columns, rows), for a W&B table."""
-    columns = ["layer", "head", *QUANTITIES]
-    rows = [[layer["layer"], h, *(layer[q][h] for q in QUANTITIES)]
-            for layer in entry["layers"] for h in range(len(layer["entropy"]))]
-    return columns, rows
+    return ["layer", "head", *QUANTITIES], [
+        [layer["layer"], h, *(layer[q][h] for q in QUANTITIES)]
+        for layer in entry["layers"] for h in range(len(layer["entropy"]))]
 
 
 def summary_metrics(entry: Mapping) -> dict[str, float]:
