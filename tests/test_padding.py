@@ -246,3 +246,28 @@ def test_jax_compiles_one_train_and_one_eval_program():
     assert counts["padded"] == {"train_step": 1, "test_step": 1}
     # train: 32 and 4 rows; eval: 32, 18 (validation) and 6 (test)
     assert counts["unpadded"] == {"train_step": 2, "test_step": 3}
+
+
+def test_a_checkpoints_model_pads_only_if_it_weighs_samples(tmp_path):
+    """A saved model loads with MeanLoss and weighted metrics (registered); one
+    compiled with plain metrics, as checkpoints of older versions are, is not padded."""
+    import ablation.train.checkpoint  # noqa: F401  (what a resumed job has imported)
+    from ablation.train.fit import pad_batches
+
+    cfg = config()
+    x, y = data()
+    m = model(cfg, x)
+    m.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, epochs=1, verbose=0)
+    m.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    trainer = {**cfg["trainer"], "pad_batches": True}
+    assert pad_batches(trainer, loaded)
+    assert not pad_batches({**trainer, "pad_batches": False}, loaded)
+    # auto: where XLA compiles the model (JAX; TensorFlow on a GPU), one program per shape
+    assert pad_batches({**trainer, "pad_batches": "auto"}, loaded) == bool(loaded.jit_compile)
+    vx, vy, w = padded(x[:50], y[:50], BATCH)
+    close(loaded.evaluate(vx, vy, sample_weight=w, verbose=0, return_dict=True)["loss"],
+          m.evaluate(x[:50], y[:50], verbose=0, return_dict=True)["loss"])
+    m.compile(optimizer="adamw", metrics=["accuracy"],
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert not pad_batches(trainer, m)

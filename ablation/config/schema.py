@@ -85,7 +85,8 @@ class Trainer(BaseModel):
                        Field(description="is not one of auto, 0, 1, 2")] = "auto"
     checkpoint: Flag = True
     data_workers: PositiveInt | None = None
-    pad_batches: Flag = True
+    pad_batches: Annotated[Literal["auto", True, False],
+                           Field(description="is not one of auto, true, false")] = "auto"
 
 
 class Model(BaseModel):

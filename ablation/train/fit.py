@@ -97,10 +97,27 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
     return model
 
 
-def pad_batches(trainer: Mapping) -> bool:
+def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
     """``trainer.pad_batches``: fill short batches with weight-0 rows (one compiled
-    program per job for training and one for evaluation; see :mod:`ablation.data.batches`)."""
-    return bool(trainer.get("pad_batches", True))
+    program per job for training and one for evaluation; see :mod:`ablation.data.batches`).
+
+    ``auto`` pads where the model is compiled with XLA (``model.jit_compile``:
+    JAX, TensorFlow on a GPU), which compiles a program per batch shape;
+    TensorFlow on the CPU traces a shape in a fraction of a second, and keeps
+    the array input. Only for a model compiled to weigh samples as
+    :func:`compile_model` does: a checkpoint's model comes compiled as it was
+    saved, and a model whose metrics ignore sample weights would count the padding rows.
+    """
+    setting = trainer.get("pad_batches", "auto")
+    if not (bool(model.jit_compile) if setting == "auto" else setting):
+        return False
+    config = model.get_compile_config() or {}
+    weighted = (getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
+                and not config.get("metrics") and bool(config.get("weighted_metrics")))
+    if not weighted:
+        log.info("the checkpoint's model does not weigh its loss and metrics by sample: "
+                 "its batches are not padded")
+    return weighted
 
 
 def trainable_count(model: keras.Model) -> int:
@@ -178,7 +195,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
             **(state_extra or {})}))
-    pad = pad_batches(trainer)
+    pad = pad_batches(trainer, model)
 
     def split(x, y):  # (x, targets[, sample weights]): with pad, whole batches only
         return padded(x, targets(y), batch) if pad else (x, targets(y))
