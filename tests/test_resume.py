@@ -112,6 +112,7 @@ def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path, s
         assert after[name]["wandb"]["id"] != before[name]["wandb"]["id"]  # trained again
     set_aside = list(tmp_path.glob("smoke/*/.replaced/*/run.json"))
     assert len(set_aside) == 2  # kept, and not read by the reporter
+    assert len(list(tmp_path.glob("smoke/*/.replaced/*/model.keras"))) == 2  # with its model
     assert {json.loads(p.read_text())["wandb"]["id"] for p in set_aside} == {
         r["wandb"]["id"] for r in before.values()}
     shutil.rmtree(tmp_path)

@@ -84,6 +84,7 @@ class Trainer(BaseModel):
     verbose: Annotated[Literal["auto", 0, 1, 2],
                        Field(description="is not one of auto, 0, 1, 2")] = "auto"
     checkpoint: Flag = True
+    save_model: Flag = True
     data_workers: PositiveInt | None = None
 
 

@@ -21,6 +21,7 @@ NOT_A_SETTING = frozenset({
     *SWITCHES, "seed", "run_name", "sweep_id", "name", "results_dir", "resume",
     "trainer.verbose", "dataset.path", "dataset.search_paths",
     "trainer.data_workers",  # threads preparing the same batches
+    "trainer.save_model",  # whether the trained model is kept, not how it is trained
 })
 NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 # A preset's name is no key of the composed config; it names the sweep folder itself.

@@ -33,6 +33,7 @@ from ablation.config import (ConfigError, check_same_config, redact, switches, v
                              variant_name)
 from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
+from ablation.model.saved import MODEL_FILENAME
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
@@ -78,6 +79,7 @@ def base_record(config: Mapping) -> dict:
         "epochs_completed": 0,
         "resumed_from_epoch": None,
         "diagnostics": None,
+        "model_file": None,
         "resumed_from_epochs": [],
         "train_seconds": None,
         "train_images_per_s": None,
@@ -140,7 +142,8 @@ def run_tags(config: Mapping) -> list[str]:
 def set_aside_outputs(output_dir: Path) -> None:
     """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
     target = replaced_folder(output_dir)
-    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, "wandb")], target):
+    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, MODEL_FILENAME,
+                                         "wandb")], target):
         log.info("earlier outputs moved to %s", target)
 
 

@@ -142,7 +142,8 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
 # sweep folder: a link planted at any of these names is refused, not followed.
 JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
              ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
-             "checkpoint/state.json", "attention_maps.npz", "wandb", ".replaced")
+             "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
+             ".replaced")
 SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report")
 
 

@@ -18,6 +18,7 @@ import keras
 from ablation.config.secrets import redact
 from ablation.data import Dataset
 from ablation.model import build_model
+from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
@@ -218,6 +219,9 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         tracker.summarize(locality.summary_metrics(measured["diagnostics"]))
         tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
+    # last, so a model file beside a record always comes from the run it describes
+    measured["model_file"] = (save_trained(model, checkpoint_dir.parent / MODEL_FILENAME).name
+                              if trainer.get("save_model", True) else None)
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],
