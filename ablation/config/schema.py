@@ -126,6 +126,9 @@ class Dataset(BaseModel):
     split_seed: Seed = 0
     limit_train: PositiveInt | None = None
     limit_test: PositiveInt | None = None
+    train_size: PositiveInt | None = None   # dataset=synthetic: the images drawn per split
+    test_size: PositiveInt | None = None
+    num_classes: Annotated[StrictInt, Field(ge=2, description="must be an integer >= 2")] | None = None
 
 
 class Mixing(BaseModel):
