@@ -66,3 +66,28 @@ def test_a_saved_model_has_no_optimizer_state_and_predicts_the_same(tmp_path):
     loaded = load_model(path, compile=False)
     assert getattr(loaded, "optimizer", None) is None
     np.testing.assert_array_equal(loaded.predict(images, verbose=0), model.predict(images, verbose=0))
+
+
+def test_wandb_log_model_makes_the_file_a_model_artifact_of_the_run(tmp_path, wandb_cli):
+    import json
+    import subprocess
+
+    import wandb
+
+    from ablation.runs.tracking import WandbTracker
+
+    model_file = tmp_path / "model.keras"
+    model_file.write_bytes(b"weights" * 100)
+    run = wandb.init(mode="offline", dir=str(tmp_path), project="vit-ablation-test",
+                     name="spt+lsa+temp-s0", group="smoke", settings=wandb.Settings(silent=True))
+    WandbTracker(run, tmp_path).model(model_file)
+    run.finish()
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    stream = subprocess.run([wandb_cli, "leet", "inspect", str(run_dir), "--json"],
+                            capture_output=True, text=True, check=True).stdout
+    (artifact,) = [json.loads(line)["artifact"] for line in stream.splitlines()
+                   if line.strip() and json.loads(line).get("type") == "artifact"]
+    assert artifact["type"] == "model" and artifact["name"] == f"model-{run.id}"
+    assert json.loads(artifact["metadata"]) == {"run_name": "spt+lsa+temp-s0", "group": "smoke"}
+    assert "'path': 'model.keras'" in str(artifact["manifest"])
+    assert f"'size': '{model_file.stat().st_size}'" in str(artifact["manifest"])

@@ -158,6 +158,7 @@ class Wandb(BaseModel):
     group: Name | None = None
     tags: Texts = []
     verbose: Flag = False
+    log_model: Flag = False
 
 
 class Gpu(BaseModel):

@@ -220,8 +220,12 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
     # last, so a model file beside a record always comes from the run it describes
-    measured["model_file"] = (save_trained(model, checkpoint_dir.parent / MODEL_FILENAME).name
-                              if trainer.get("save_model", True) else None)
+    measured["model_file"] = None
+    if trainer.get("save_model", True):
+        saved = save_trained(model, checkpoint_dir.parent / MODEL_FILENAME)
+        measured["model_file"] = saved.name
+        if (config.get("wandb") or {}).get("log_model"):
+            tracker.model(saved)
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],
