@@ -65,7 +65,8 @@ def test_a_saved_model_has_no_optimizer_state_and_predicts_the_same(tmp_path):
     assert path.stat().st_size < 0.5 * (tmp_path / "compiled.keras").stat().st_size
     loaded = load_model(path, compile=False)
     assert getattr(loaded, "optimizer", None) is None
-    np.testing.assert_array_equal(loaded.predict(images, verbose=0), model.predict(images, verbose=0))
+    np.testing.assert_array_equal(loaded.predict(images, verbose=0),
+                                  model.predict(images, verbose=0))
 
 
 def test_wandb_log_model_makes_the_file_a_model_artifact_of_the_run(tmp_path, wandb_cli):
