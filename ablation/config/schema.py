@@ -164,6 +164,8 @@ class Wandb(BaseModel):
 class Gpu(BaseModel):
     model_config = _group()
     share_memory: Flag = True
+    jobs_at_once: Annotated[Literal["auto"] | PositiveInt,
+                            Field(description="must be auto or a positive integer")] = "auto"
     compilation_cache: Annotated[StrictStr, Field(pattern=r"\S", description="must be a folder path, or null to compile every time")] | None
 
 
