@@ -55,12 +55,13 @@ def check_command_line(args: list[str], conf_dir: str | Path) -> None:
 
 def parse_flags(args: list[str]):
     """Hydra's reading of its flags in ``args`` (an ``argparse.Namespace``), or
-    None, silently, when argparse refuses them."""
+    None, silently, when argparse refuses them or answers itself (``--version``):
+    Hydra then prints that, once."""
     from hydra._internal.utils import get_args_parser
 
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
-            return get_args_parser().parse_known_args(args)[0]
+            return get_args_parser().parse_args(args)
         except SystemExit:
             return None
 

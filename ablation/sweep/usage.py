@@ -11,6 +11,8 @@ by the job's overrides, each printed by Hydra's own ``--cfg``.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import sys
@@ -97,17 +99,19 @@ def wants_job_configs(args: list[str]) -> bool:
     from ablation.sweep.preflight import parse_flags
 
     parsed = parse_flags(args)
-    return parsed is not None and bool(parsed.multirun and parsed.cfg and not (parsed.help or parsed.hydra_help))
+    return parsed is not None and bool(parsed.multirun and parsed.cfg
+                                       and not (parsed.help or parsed.hydra_help))
 
 
 def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
     """Hydra's flags in ``args`` without ``-m``, and each job's overrides as the
     basic sweeper expands them (every combination of the comma-separated values)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra._internal.utils import get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed, _ = get_args_parser().parse_known_args(args)
+    from ablation.sweep.preflight import parse_flags
+
+    parsed = parse_flags(args)
     flags = ["--cfg", parsed.cfg]
     for option, value in (("--package", parsed.package), ("--config-path", parsed.config_path),
                           ("--config-name", parsed.config_name),
@@ -122,18 +126,30 @@ def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
 
 def print_job_configs(args: list[str], show: Callable[[list[str]], None],
                       check: Callable[[list[str]], None]) -> None:
-    """Print each job's config: ``check(job_args)`` for every job first (so a bad
-    value refuses before anything is printed), then ``show(job_args)``, Hydra's
-    ``--cfg`` for one job, under a ``--- # job 2/4: spt=false`` line."""
+    """Print each job's config, each under a ``--- # job 2/4: spt=False`` line:
+    ``show(job_args)`` is Hydra's ``--cfg`` for one job. All are composed before
+    any is printed; a job that fails is explained by ``check(job_args)`` in one
+    line where it can be, else by Hydra's own message."""
     flags, jobs = job_arguments(args)
+    shown = []
     for overrides in jobs:
-        check([*flags, *overrides])
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                show([*flags, *overrides])
+        except BaseException as e:
+            if isinstance(e, SystemExit) and e.code in (0, None):
+                pass
+            else:
+                check([*flags, *overrides])  # raises the one-line refusal, if it knows one
+                sys.stderr.write(err.getvalue())
+                raise
+        shown.append(out.getvalue())
     try:
-        for number, overrides in enumerate(jobs, 1):
-            print(f"--- # job {number}/{len(jobs)}: {' '.join(overrides) or '(no overrides)'}",
-                  flush=True)
-            show([*flags, *overrides])
-            sys.stdout.flush()
+        for number, (overrides, text) in enumerate(zip(jobs, shown), 1):
+            sys.stdout.write(f"--- # job {number}/{len(jobs)}: "
+                             f"{' '.join(overrides) or '(no overrides)'}\n{text}")
+        sys.stdout.flush()
     except BrokenPipeError:  # piped into head or less, which has quit: nothing more to show
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0) from None
