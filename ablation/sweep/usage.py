@@ -7,7 +7,8 @@ description to keep in step.
 
 ``-m --cfg job|hydra|all`` (Hydra alone refuses ``-m`` with ``--cfg``) prints
 every job's config of the sweep, as a YAML stream: one document per job, headed
-by the job's overrides, each printed by Hydra's own ``--cfg``.
+by the job's overrides, each printed by Hydra's own ``--cfg`` for that job's
+overrides (so ``hydra`` is Hydra's section as for a single run of that job).
 """
 from __future__ import annotations
 
