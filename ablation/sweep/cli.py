@@ -36,9 +36,12 @@ from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
+from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
+from ablation.sweep.usage import wants_job_configs  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
+register_help_resolvers()
 log = logging.getLogger("vit-ablation")
 
 
@@ -151,6 +154,18 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
     return SystemExit(exit_code(error))
 
 
+def run_hydra(args: list[str]) -> None:
+    """Hydra's own command line handling of ``args``, with :func:`job` as the task."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    saved, sys.argv = sys.argv, [sys.argv[0], *args]
+    GlobalHydra.instance().clear()  # each call composes afresh (one per job for -m --cfg)
+    try:
+        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
+    finally:
+        sys.argv = saved
+
+
 def main() -> None:
     """The command: checks the command line, then runs Hydra (``vit-ablation``)."""
     # A secret-named override's value is never needed: hide it from Hydra,
@@ -159,8 +174,11 @@ def main() -> None:
     try:
         with interruptible():
             check_command_line(sys.argv[1:], CONF_DIR)
-            hydra.main(version_base="1.3", config_path=str(CONF_DIR),
-                       config_name="config")(job)()
+            if wants_job_configs(sys.argv[1:]):  # -m --cfg: Hydra's --cfg for each job
+                print_job_configs(sys.argv[1:], run_hydra,
+                                  functools.partial(check_command_line, conf_dir=CONF_DIR))
+            else:
+                run_hydra(sys.argv[1:])
     except KeyboardInterrupt as e:  # between jobs, or before the first
         print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
         sys.exit(exit_code(e))
