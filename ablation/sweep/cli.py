@@ -35,6 +35,7 @@ from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa
 from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
+from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
@@ -173,12 +174,15 @@ def main() -> None:
     sys.argv = redact_argv(sys.argv)
     try:
         with interruptible():
-            check_command_line(sys.argv[1:], CONF_DIR)
+            composed = check_command_line(sys.argv[1:], CONF_DIR)
             if wants_job_configs(sys.argv[1:]):  # -m --cfg: Hydra's --cfg for each job
                 print_job_configs(sys.argv[1:], run_hydra,
                                   functools.partial(check_command_line, conf_dir=CONF_DIR))
             else:
-                run_hydra(sys.argv[1:])
+                # on a GPU, a multirun's jobs share it unless a launcher is named
+                setting = (composed or {}).get("gpu", {}).get("jobs_at_once", "auto")
+                shared = launcher_overrides(sys.argv[1:], setting) if composed else []
+                run_hydra([*sys.argv[1:], *shared])
     except KeyboardInterrupt as e:  # between jobs, or before the first
         print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
         sys.exit(exit_code(e))

@@ -41,16 +41,18 @@ from ablation.config.refusals import ConfigError
 __all__ = ["check_backend", "check_command_line", "check_commands"]
 
 
-def check_command_line(args: list[str], conf_dir: str | Path) -> None:
+def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
     """Every check of the (already redacted) command line, in order; raises
-    :class:`ConfigError` with one line. ``args`` is argv without the program."""
+    :class:`ConfigError` with one line. ``args`` is argv without the program.
+    Returns the composed config (sweep values aside) when jobs will run."""
     if parse_flags(args) is None:
-        return  # argparse's usage and error: Hydra prints them, once
+        return None  # argparse's usage and error: Hydra prints them, once
     trains = check_commands(args)
     check_group_options(args, conf_dir)
-    check_composes(args, conf_dir)
+    composed = check_composes(args, conf_dir)
     if trains:
         check_backend()
+    return composed if trains else None
 
 
 def parse_flags(args: list[str]):
