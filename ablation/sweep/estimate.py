@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ablation.sweep.speed import device_name, earlier_speed, probe, speed_key
+from ablation.sweep.speed import Speed, device_name, earlier_speed, probe, speed_key
 from ablation.train.progress import SWEEP_EPOCHS_ENV, format_duration
 
 LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster paths
@@ -75,16 +75,22 @@ def announce(jobs: list[tuple[dict, Path]], in_process: bool) -> None:
         if key not in counts:
             counts[key] = split_counts(load_dataset(job["dataset"], int(job["seed"])))
         sizes.append((left, *images(job, counts[key])))
-    lines = [size_line(sizes, len(jobs))]
     results_dir = Path(str(first.get("results_dir", "results")))
     speed = earlier_speed(first, results_dir) or (probe(first, data) if in_process else None)
+    print("\n".join(report_lines([job for job, _ in todo], sizes, len(jobs), speed, device)),
+          flush=True)
+
+
+def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total_jobs: int,
+                 speed: Speed | None, device: str) -> list[str]:
+    """The printed lines for the ``jobs`` that will train, each of ``sizes``
+    (epochs, training images per epoch, evaluated per epoch, test images)."""
+    lines = [size_line(sizes, total_jobs)]
     if speed is None:
-        lines.append("estimate: none (no earlier run of this model here, and the probe runs "
-                     "only where the jobs run in this process: the basic launcher)")
-        print("\n".join(lines), flush=True)
-        return
-    total = sum(speed.job_seconds(job, *size) for (job, _), size in zip(todo, sizes))
-    mixed = len({speed_key(job) for job, _ in todo}) > 1
+        return [*lines, "estimate: none (no earlier run of this model here, and the probe runs "
+                        "only where the jobs run in this process: the basic launcher)"]
+    total = sum(speed.job_seconds(job, *size) for job, size in zip(jobs, sizes))
+    mixed = len({speed_key(job, backend="-") for job in jobs}) > 1
     lines.append(
         f"estimate: {format_duration(total)} on this device ({device}; {speed.source}: "
         f"{speed.train_images_per_s:,.1f} training images/s, "
@@ -97,7 +103,7 @@ def announce(jobs: list[tuple[dict, Path]], in_process: bool) -> None:
             "that is long for a CPU: a GPU trains this in a small fraction of the time "
             "(docs/performance.md), or first try experiment=smoke or fewer epochs "
             "(trainer.epochs=...)")
-    print("\n".join(lines), flush=True)
+    return lines
 
 
 def size_line(sizes: list[tuple[int, int, int, int]], jobs: int) -> str:
