@@ -1,8 +1,8 @@
 """What a sweep will cost, printed before its first job trains.
 
-    sweep: 4 jobs × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)
-    estimate: 37h10m on this device (cpu, tensorflow; probe: 50.2 train images/s, ...)
-    that is long for a CPU: a GPU trains this sweep in minutes (docs/performance.md); ...
+    sweep: 4 job(s) × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)
+    estimate: 2d03h on this device (cpu, tensorflow; probe: 50.0 training images/s, ...)
+    that is long for a CPU: a GPU trains this in a small fraction of the time ...
 
 The speed comes from earlier completed runs of the same model, input, batch
 size and precision on this host and backend (their ``train_images_per_s`` and
