@@ -196,6 +196,7 @@ class RunConfig(BaseModel):
     sweep_id: Name
     run_name: Name
     resume: Flag = True
+    estimate: Flag = True
     report: Report = Report()
     dataset: Dataset
     model: Model

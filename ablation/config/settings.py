@@ -19,6 +19,7 @@ from ablation.config.switches import SWITCHES
 # what a sweep varies on purpose, and what says nothing about the experiment.
 NOT_A_SETTING = frozenset({
     *SWITCHES, "seed", "run_name", "sweep_id", "name", "results_dir", "resume",
+    "estimate",  # the sweep's cost printed before it starts
     "trainer.verbose", "dataset.path", "dataset.search_paths",
     "trainer.data_workers",  # threads preparing the same batches
     "trainer.save_model",  # whether the trained model is kept, not how it is trained

@@ -39,6 +39,7 @@ from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
+from ablation.train.progress import JOB_NUM_ENV  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
@@ -97,6 +98,8 @@ def job(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError) as e:
         raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
+    if hydra_cfg.mode.name == "MULTIRUN":  # for the per-epoch lines (ablation.train.progress)
+        os.environ[JOB_NUM_ENV] = str(hydra_cfg.job.num)
     import_early(str(cfg.wandb.mode))
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)

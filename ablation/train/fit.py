@@ -23,6 +23,8 @@ from ablation.runs.tracking import Tracker
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.epoch_metrics import EpochMetrics
+from ablation.train.progress import prints_lines
+from ablation.train.progress_callback import ProgressLine
 from ablation.train.schedules import WarmupCosineDecay
 
 log = logging.getLogger(__name__)
@@ -33,11 +35,12 @@ class TrainingDiverged(RuntimeError):
 
 
 def keras_verbosity(value) -> int | str:
-    """``trainer.verbose``: ``auto`` is the progress bar on a terminal and one
-    line per epoch (2) otherwise: the bar's carriage-return frames would fill
-    a log file, Slurm output or CI log. Keras' own ``auto`` always draws the bar."""
+    """``trainer.verbose``: ``auto`` is the progress bar on a terminal; otherwise
+    Keras is silent and :class:`ProgressLine` prints one line per epoch (the bar's
+    carriage-return frames would fill a log file, Slurm output or CI log). Keras'
+    own ``auto`` always draws the bar."""
     if value == "auto":
-        return 1 if sys.stdout.isatty() else 2
+        return 1 if sys.stdout.isatty() else 0
     return value
 
 
@@ -155,6 +158,9 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
              data.input_shape, data.num_classes, f"{params:,}")
 
     callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
+    if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
+        callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
+                                      epochs.validation_name))
     if trainer.get("checkpoint", True):
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
