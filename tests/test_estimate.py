@@ -128,7 +128,7 @@ def test_the_main_command_on_a_cpu_is_said_to_be_long_and_the_faster_paths_named
 
 
 def test_an_earlier_run_here_gives_the_speed_without_a_probe(tmp_path):
-    from ablation.job.lifecycle import base_record
+    from ablation.job.records import base_record
     from ablation.runs.record import write_record
 
     job = keras_io_job(tmp_path)
@@ -170,7 +170,7 @@ def test_estimate_false_prints_nothing_and_still_passes_the_epochs_on(tmp_path, 
 
 def test_a_sweep_with_nothing_left_to_train_prints_nothing(tmp_path, capsys):
     """Every job completed here: nothing trains, so nothing is loaded or probed."""
-    from ablation.job.lifecycle import base_record
+    from ablation.job.records import base_record
     from ablation.runs.record import write_record
 
     job = compose_config(["experiment=smoke", f"results_dir={tmp_path}"])
