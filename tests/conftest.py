@@ -49,10 +49,20 @@ def cli_env(extra: dict | None = None) -> dict:
     return {**env, "TF_CPP_MIN_LOG_LEVEL": "2", **(extra or {})}
 
 
+def without_estimate(args) -> list[str]:
+    """A multirun's ``args`` with ``estimate=false`` unless they name ``estimate``:
+    its probe trains a few steps (seconds per sweep, across the suite's many
+    sweeps); the shared smoke sweep keeps it on and tests/test_estimate.py checks it."""
+    args = list(args)
+    if "-m" in args and not any(a.startswith(("estimate=", "--cfg", "--help")) for a in args):
+        args.append("estimate=false")
+    return args
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
-    return subprocess.run([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "run_sweep.py", *without_estimate(args)], cwd=ROOT,
+                          env=cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -101,7 +111,7 @@ def smoke_overrides(tmp_path: Path, *extra: str) -> list[str]:
 
 
 # The shared smoke sweep: every variant of spt x lsa, 2 epochs, W&B offline.
-SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline"]
+SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline", "estimate=true"]
 
 
 @pytest.fixture(scope="session")

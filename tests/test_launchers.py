@@ -21,7 +21,8 @@ def comparable(record: dict) -> dict:
     history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
     config = {k: v for k, v in record["config"].items() if k not in ("sweep_id", "results_dir")}
     config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
-    config["gpu"] = {k: v for k, v in config["gpu"].items() if k != "compilation_cache"}  # a path
+    config["gpu"] = {k: v for k, v in config["gpu"].items()   # a path; how jobs are launched
+                     if k not in ("compilation_cache", "jobs_at_once")}
     return {"switches": record["switches"], "status": record["status"],
             "metrics": record["metrics"], "history": history, "params": record["params"],
             "config": config, "run_name": record["run_name"]}
@@ -52,7 +53,7 @@ def basic(smoke_sweep):
 
 
 @pytest.mark.parametrize("launcher", [
-    ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    ["gpu.jobs_at_once=2"],  # what a GPU's default does: joblib, without naming it
     ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=20"],
     ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2"],
 ], ids=["joblib", "submitit_local", "ray"])
@@ -65,3 +66,7 @@ def test_launcher_matches_the_basic_launcher(tmp_path, basic, launcher, wandb_cl
         assert seen["state"] == "finished" and seen["job_type"] == "train"
         assert seen["summary"]["test/top1"] == record["metrics"]["test_top1"]
     assert next(tmp_path.glob("*/comparison.md")).is_file()  # the report ran at the end
+    if launcher == ["gpu.jobs_at_once=2"]:
+        for path, _ in launched.values():
+            saved = (path.parent / ".hydra" / "hydra.yaml").read_text()
+            assert "JoblibLauncher" in saved and "n_jobs: 2" in saved

@@ -141,9 +141,11 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
                   "trainer.protocol=official", "trainer.label_smoothing=0.1",
                   "trainer.passes_per_epoch=2", "+augmentation.mixing.probability=0.5",
                   "model.drop_path=0.1", "wandb.mode=disabled", "trainer.checkpoint=false",
-                  "dataset.limit_train=300", "dataset.limit_test=100", "model.depth=1")
+                  "dataset.limit_train=300", "dataset.limit_test=100", "model.depth=1",
+                  "trainer.save_model=false")
     record = run_job(cfg, tmp_path)
     assert record["status"] == "completed" and record["protocol"] == "official"
+    assert record["model_file"] is None and not (tmp_path / "model.keras").exists()
     assert record["data"]["train"] == 300 and record["data"]["val"] == 0
     metrics = record["metrics"]
     tops = [row["test/top1"] for row in record["history"]]

@@ -24,7 +24,7 @@ def sweep_args(tmp_path, epochs):
 
 @pytest.mark.slow
 def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path, wandb_cli):
-    # trainer.verbose=auto: the rerun's output is a pipe, so a line per epoch
+    # trainer.verbose=auto: the rerun's output is a pipe, so a progress line per epoch
     args = [*sweep_args(tmp_path, 6), "trainer.verbose=auto"]
     first_job = tmp_path / "smoke" / "spt-s0_trainer.epochs=6"
     state = tmp_path / "smoke" / "vit-s0_trainer.epochs=6" / "checkpoint" / "state.json"
@@ -52,7 +52,7 @@ def test_sweep_killed_mid_job_resumes_and_completes_every_run_once(tmp_path, wan
     out = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr[-3000:]
     assert "spt-s0 already completed here: skipped" in out
-    assert "Epoch 6/6" in out and "\r" not in out  # no progress-bar frames in a log
+    assert "[2/2] vit-s0 epoch 6/6 · " in out and "\r" not in out  # no bar frames in a log
     records = [read_record(p) for p in find_records(tmp_path)]
     assert len(records) == 2 and all(r["status"] == "completed" for r in records)
     assert (first_job / "run.json").read_text() == first_record  # not run again
@@ -112,6 +112,7 @@ def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path, s
         assert after[name]["wandb"]["id"] != before[name]["wandb"]["id"]  # trained again
     set_aside = list(tmp_path.glob("smoke/*/.replaced/*/run.json"))
     assert len(set_aside) == 2  # kept, and not read by the reporter
+    assert len(list(tmp_path.glob("smoke/*/.replaced/*/model.keras"))) == 2  # with its model
     assert {json.loads(p.read_text())["wandb"]["id"] for p in set_aside} == {
         r["wandb"]["id"] for r in before.values()}
     shutil.rmtree(tmp_path)

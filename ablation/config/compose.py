@@ -120,10 +120,11 @@ def explain(error: BaseException, valid_keys=()) -> str | None:
     return None
 
 
-def check_composes(args: list[str], folder: str | Path) -> None:
+def check_composes(args: list[str], folder: str | Path) -> dict | None:
     """Compose the config from ``args`` as Hydra will (sweep overrides aside,
     as Hydra's own first composition does) and resolve it; raise
-    :class:`ConfigError` with one line for what Hydra would report in many."""
+    :class:`ConfigError` with one line for what Hydra would report in many.
+    Returns the resolved config, or None where the command is left to Hydra."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
@@ -153,7 +154,7 @@ def check_composes(args: list[str], folder: str | Path) -> None:
         with initialize_config_dir(str(Path(folder).resolve()), version_base="1.3"):
             try:
                 cfg = compose(name, plain)
-                OmegaConf.to_container(cfg, resolve=True)
+                return OmegaConf.to_container(cfg, resolve=True)
             except Exception as e:
                 valid = []
                 if "Could not override" in str(e):

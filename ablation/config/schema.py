@@ -84,6 +84,7 @@ class Trainer(BaseModel):
     verbose: Annotated[Literal["auto", 0, 1, 2],
                        Field(description="is not one of auto, 0, 1, 2")] = "auto"
     checkpoint: Flag = True
+    save_model: Flag = True
     data_workers: PositiveInt | None = None
     pad_batches: Annotated[Literal["auto", True, False],
                            Field(description="is not one of auto, true, false")] = "auto"
@@ -127,6 +128,9 @@ class Dataset(BaseModel):
     split_seed: Seed = 0
     limit_train: PositiveInt | None = None
     limit_test: PositiveInt | None = None
+    train_size: PositiveInt | None = None   # dataset=synthetic: the images drawn per split
+    test_size: PositiveInt | None = None
+    num_classes: Annotated[StrictInt, Field(ge=2, description="must be an integer >= 2")] | None = None
 
 
 class Mixing(BaseModel):
@@ -156,11 +160,14 @@ class Wandb(BaseModel):
     group: Name | None = None
     tags: Texts = []
     verbose: Flag = False
+    log_model: Flag = False
 
 
 class Gpu(BaseModel):
     model_config = _group()
     share_memory: Flag = True
+    jobs_at_once: Annotated[Literal["auto"] | PositiveInt,
+                            Field(description="must be auto or a positive integer")] = "auto"
     compilation_cache: Annotated[StrictStr, Field(pattern=r"\S", description="must be a folder path, or null to compile every time")] | None
 
 
@@ -191,6 +198,7 @@ class RunConfig(BaseModel):
     sweep_id: Name
     run_name: Name
     resume: Flag = True
+    estimate: Flag = True
     report: Report = Report()
     dataset: Dataset
     model: Model

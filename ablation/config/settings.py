@@ -19,8 +19,10 @@ from ablation.config.switches import SWITCHES
 # what a sweep varies on purpose, and what says nothing about the experiment.
 NOT_A_SETTING = frozenset({
     *SWITCHES, "seed", "run_name", "sweep_id", "name", "results_dir", "resume",
+    "estimate",  # the sweep's cost printed before it starts
     "trainer.verbose", "dataset.path", "dataset.search_paths",
     "trainer.data_workers",  # threads preparing the same batches
+    "trainer.save_model",  # whether the trained model is kept, not how it is trained
 })
 NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 # A preset's name is no key of the composed config; it names the sweep folder itself.

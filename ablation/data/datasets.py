@@ -141,12 +141,42 @@ def load_image_folder(cfg: Mapping) -> tuple:
     return x_train, y_train, x_test, y_test, classes
 
 
+SYNTHETIC_KEYS = ("train_size", "test_size", "num_classes", "image_size", "channels")
+
+
+def load_synthetic(cfg: Mapping) -> tuple:
+    """Random images and labels of a real dataset's shape and size, for timing only.
+
+    Drawn from ``split_seed``, so every job of a sweep gets the same arrays;
+    uint8 like a decoded dataset, so loading, normalisation and the input
+    pipeline cost what they would. Nothing can be learnt from them: a model's
+    accuracy on them is chance, and the report says so.
+    """
+    check_source(cfg)
+    rng = np.random.default_rng(int(cfg.get("split_seed", 0)))
+    size, channels = int(cfg["image_size"]), int(cfg["channels"])
+    classes = int(cfg["num_classes"])
+
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:
+        shape = (int(n), size, size, channels)
+        images = np.frombuffer(rng.bytes(int(np.prod(shape))), np.uint8).reshape(shape)
+        return images, rng.integers(0, classes, size=int(n)).astype(np.int64)
+
+    (x_train, y_train), (x_test, y_test) = split(cfg["train_size"]), split(cfg["test_size"])
+    return x_train, y_train, x_test, y_test, [f"class_{i}" for i in range(classes)]
+
+
 def check_source(cfg: Mapping) -> None:
     """The cheap part of loading: the paths exist. Run for every job of a sweep
     before the first one trains, so a bad path fails in seconds, not hours in."""
     name, path = cfg["name"], cfg.get("path")
     if name not in LOADERS:
         raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
+    if name == "synthetic":
+        missing = [k for k in SYNTHETIC_KEYS if cfg.get(k) is None]
+        if missing:
+            raise DataError(f"dataset=synthetic needs {', '.join('dataset.' + k for k in missing)} "
+                            f"(see conf/dataset/synthetic_cifar100.yaml)")
     if name == "image_folder" and not path:
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     if path and not Path(path).exists():
@@ -160,6 +190,7 @@ LOADERS: dict[str, Callable[[Mapping], tuple]] = {
     "mnist": lambda cfg: load_mnist_like(cfg, "mnist"),
     "digits": load_digits,
     "image_folder": load_image_folder,
+    "synthetic": load_synthetic,
 }
 
 

@@ -56,7 +56,13 @@ def data_fingerprint(cfg: Mapping) -> dict:
     """``{"fingerprint": "sha256:<hex>", "source": "<what was read>"}`` for a dataset config."""
     source = _source(cfg)
     if source is None:
-        if cfg["name"] == "digits":
+        if cfg["name"] == "synthetic":  # what is drawn, and with which generator
+            import numpy as np
+
+            text = (f"numpy {np.__version__} synthetic {cfg['train_size']}+{cfg['test_size']} "
+                    f"{cfg['image_size']}x{cfg['image_size']}x{cfg['channels']} "
+                    f"{cfg['num_classes']} classes, seed {cfg.get('split_seed', 0)}")
+        elif cfg["name"] == "digits":
             import sklearn
 
             text = f"scikit-learn {sklearn.__version__} load_digits"

@@ -19,25 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import platform
-import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import keras
-from omegaconf import DictConfig, OmegaConf
 
-from ablation.config import (ConfigError, check_same_config, redact, switches, validate,
-                             variant_name)
+from ablation.config import ConfigError, check_same_config, redact, validate
 from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
+from ablation.job.records import base_record, failed, plain_config, run_tags, write_failure
+from ablation.model.saved import MODEL_FILENAME
 from ablation.runs.files import atomic_write, replaced_folder, set_aside
 from ablation.runs.lock import JobBusy, job_lock
-from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, SCHEMA_VERSION,
-                                  earlier_run, read_state, save_record,
-                                  unreadable_record, write_record)
+from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, earlier_run, read_state,
+                                  save_record, unreadable_record, write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
 from ablation.runtime.signals import stop_name
@@ -53,94 +49,11 @@ HYDRA_DIR = ".hydra"  # hydra.output_subdir: written by Hydra before the job's l
 __all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config", "failed"]
 
 
-def plain_config(cfg) -> dict:
-    """A resolved, plain-dict copy of the config (what records and W&B store)."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    return dict(cfg)
-
-
-def base_record(config: Mapping) -> dict:
-    """What a run is, before it has measured anything."""
-    flags = switches(config)
-    return {
-        "schema": SCHEMA_VERSION,
-        "status": "running",
-        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
-        "variant": variant_name(**flags),
-        "switches": flags,
-        "dataset": config["dataset"]["name"],
-        "model": config["model"]["name"],
-        "seed": int(config["seed"]),
-        "metrics": {},
-        "history": [],
-        "params": None,
-        "epochs_completed": 0,
-        "resumed_from_epoch": None,
-        "diagnostics": None,
-        "resumed_from_epochs": [],
-        "train_seconds": None,
-        "train_images_per_s": None,
-        "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
-        "environment": {
-            "backend": keras.backend.backend(),
-            "keras": keras.__version__,
-            "python": platform.python_version(),
-            "host": platform.node(),
-        },
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "finished_at": None,
-        "config": redact(dict(config)),
-        "error": None,
-    }
-
-
-def failed(record: dict, error: BaseException, progress: EpochMetrics | None = None,
-           resume_epoch: int | None = None) -> dict:
-    """Mark ``record`` failed with ``error``, keeping the epochs done before it.
-
-    ``epochs_completed`` and ``history`` count the epochs whose loss was
-    finite (those a rerun resumes from), not the one that diverged. A stop
-    (a signal, Ctrl-C) is ``interrupted``, not failed: its message says which
-    epoch the rerun resumes from (``resume_epoch``, the last checkpoint's).
-    """
-    kept = []
-    for row in (progress.history if progress else []):
-        if not math.isfinite(row.get("train/loss", math.nan)):
-            break
-        kept.append(row)
-    resumed = progress.resumed_from_epochs if progress else []
-    status, message = "failed", f"{type(error).__name__}: {error}"
-    if isinstance(error, KeyboardInterrupt):
-        status = "interrupted"
-        start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
-        message = (f"interrupted by {stop_name(error)} after epoch {len(kept)}; rerun the "
-                   f"same command to resume {start}")
-    record.update(status=status, error=message,
-                  traceback="".join(traceback.format_exception(error)),
-                  history=kept, epochs_completed=len(kept),
-                  resumed_from_epochs=resumed, resumed_from_epoch=resumed[-1] if resumed else None,
-                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    return record
-
-
-def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
-    """A ``failed`` record for a job that failed before writing its own."""
-    record = failed(base_record(plain_config(cfg)), error)
-    write_record(output_dir, record)
-    return record
-
-
-def run_tags(config: Mapping) -> list[str]:
-    flags = switches(config)
-    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
-            config["dataset"]["name"], config["model"]["name"]]
-
-
 def set_aside_outputs(output_dir: Path) -> None:
     """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
     target = replaced_folder(output_dir)
-    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, "wandb")], target):
+    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, MODEL_FILENAME,
+                                         "wandb")], target):
         log.info("earlier outputs moved to %s", target)
 
 

@@ -64,12 +64,17 @@ def significant(row, src: str) -> bool:
     return bool(_finite(p) and p < 1 - CONFIDENCE and not row[f"{src}_no_spread"])
 
 
+SYNTHETIC_NOTE = ("SYNTHETIC DATA (dataset=synthetic): random images and labels, for timing "
+                  "only; every accuracy and gap below is chance and means nothing.")
+
+
 def caption(block: pd.DataFrame) -> str:
     """What the numbers of one block mean."""
     protocol = block["protocol"].iloc[0]
     sizes = block["test_images"].dropna()
     tests = int(block["d_top1_p"].notna().sum()) if "d_top1_p" in block else 0
-    parts = [f"Protocol: {protocol} ({PROTOCOLS.get(protocol, 'as recorded')}).",
+    parts = [SYNTHETIC_NOTE] if (block["dataset"] == "synthetic").any() else []
+    parts += [f"Protocol: {protocol} ({PROTOCOLS.get(protocol, 'as recorded')}).",
              ("Top-1/top-5: test accuracy after the final epoch, mean ± sample standard "
               "deviation over n seeds.")]
     if shows_best_epoch(block):

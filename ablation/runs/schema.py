@@ -98,6 +98,7 @@ class Record(_Open):
     environment: dict[str, Any] | None = None
     data: dict[str, Any] | None = None
     diagnostics: dict[str, Any] | None = None
+    model_file: StrictStr | None = None       # the trained model, beside the record
     started_at: StrictStr | None = None
     finished_at: StrictStr | None = None
     error: StrictStr | None = None

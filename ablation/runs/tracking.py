@@ -61,6 +61,9 @@ class Tracker:
     def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
         """A table (e.g. per-head locality values), logged at ``step``."""
 
+    def model(self, path: Path) -> None:
+        """Log a trained model file as the run's W&B artifact (``wandb.log_model``)."""
+
     def info(self) -> dict:
         return {"id": None, "dir": None, "mode": self.mode}
 
@@ -91,6 +94,15 @@ class WandbTracker(Tracker):
         import wandb
 
         self.run.log({name: wandb.Table(columns=list(columns), data=rows)}, step=step)
+
+    def model(self, path: Path) -> None:
+        import wandb
+
+        # named by the run's id: artifact names allow no "+", and run names repeat across sweeps
+        artifact = wandb.Artifact(f"model-{self.run.id}", type="model",
+                                  metadata={"run_name": self.run.name, "group": self.run.group})
+        artifact.add_file(str(path))
+        self.run.log_artifact(artifact)  # offline: uploaded by `wandb sync` with the run
 
     def info(self) -> dict:
         run_dir = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>

@@ -66,12 +66,34 @@ class SweepStart(Callback):
         self._check(run, config=config)
 
     def on_multirun_start(self, config, **kwargs) -> None:
+        composed = []
+
         def sweep():
-            jobs = job_configs(config)
+            composed[:] = jobs = job_configs(config)
             os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
             _job_folders[str(config.hydra.sweep.dir)] = [folder for _, folder in jobs]
             return jobs
         self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
+        self._estimate(composed, str(config.hydra.launcher.get("_target_", "")))
+
+    @staticmethod
+    def _estimate(jobs: list[tuple[dict, Path]], launcher: str) -> None:
+        """The sweep's size and estimated wall time (:mod:`ablation.sweep.estimate`),
+        and every job's epochs for the per-epoch lines. An estimate that fails
+        is one warning: the sweep does not depend on it."""
+        from ablation.config.refusals import Refused
+        from ablation.data import DataError
+        from ablation.sweep import estimate
+
+        estimate.set_sweep_epochs(jobs)
+        if not jobs or not jobs[0][0].get("estimate", True):
+            return
+        try:
+            estimate.announce(jobs, in_process=launcher.endswith(".BasicLauncher"))
+        except DataError as e:  # the first job's data: it would be refused there
+            raise Refused(e) from None
+        except Exception as e:
+            log.warning("no estimate: %s: %s", type(e).__name__, e)
 
     @staticmethod
     def _check(jobs_of, sweep_dir: Path | None = None, config=None) -> None:
@@ -142,7 +164,8 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
 # sweep folder: a link planted at any of these names is refused, not followed.
 JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
              ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
-             "checkpoint/state.json", "attention_maps.npz", "wandb", ".replaced")
+             "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
+             ".replaced")
 SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report")
 
 

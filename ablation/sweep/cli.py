@@ -35,10 +35,15 @@ from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa
 from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
+from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
+from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
+from ablation.sweep.usage import wants_job_configs  # noqa: E402
+from ablation.train.progress import JOB_NUM_ENV  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
+register_help_resolvers()
 log = logging.getLogger("vit-ablation")
 
 
@@ -93,6 +98,8 @@ def job(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError) as e:
         raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
+    if hydra_cfg.mode.name == "MULTIRUN":  # for the per-epoch lines (ablation.train.progress)
+        os.environ[JOB_NUM_ENV] = str(hydra_cfg.job.num)
     import_early(str(cfg.wandb.mode))
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)
@@ -151,6 +158,18 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
     return SystemExit(exit_code(error))
 
 
+def run_hydra(args: list[str]) -> None:
+    """Hydra's own command line handling of ``args``, with :func:`job` as the task."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    saved, sys.argv = sys.argv, [sys.argv[0], *args]
+    GlobalHydra.instance().clear()  # each call composes afresh (one per job for -m --cfg)
+    try:
+        hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
+    finally:
+        sys.argv = saved
+
+
 def main() -> None:
     """The command: checks the command line, then runs Hydra (``vit-ablation``)."""
     # A secret-named override's value is never needed: hide it from Hydra,
@@ -158,9 +177,15 @@ def main() -> None:
     sys.argv = redact_argv(sys.argv)
     try:
         with interruptible():
-            check_command_line(sys.argv[1:], CONF_DIR)
-            hydra.main(version_base="1.3", config_path=str(CONF_DIR),
-                       config_name="config")(job)()
+            composed = check_command_line(sys.argv[1:], CONF_DIR)
+            if wants_job_configs(sys.argv[1:]):  # -m --cfg: Hydra's --cfg for each job
+                print_job_configs(sys.argv[1:], run_hydra,
+                                  functools.partial(check_command_line, conf_dir=CONF_DIR))
+            else:
+                # on a GPU, a multirun's jobs share it unless a launcher is named
+                setting = (composed or {}).get("gpu", {}).get("jobs_at_once", "auto")
+                shared = launcher_overrides(sys.argv[1:], setting) if composed else []
+                run_hydra([*sys.argv[1:], *shared])
     except KeyboardInterrupt as e:  # between jobs, or before the first
         print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
         sys.exit(exit_code(e))

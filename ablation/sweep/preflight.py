@@ -1,6 +1,6 @@
 """What the sweep command does with the command line before Hydra sees it.
 
-Four things cannot wait for Hydra:
+Five things cannot wait for Hydra:
 
 - A secret passed as an override (``+wandb.api_key='A B'``) would be echoed
   by Hydra's job line, saved in ``.hydra/`` and ``multirun.yaml``, put in a
@@ -20,26 +20,88 @@ Four things cannot wait for Hydra:
   composes the config once, as Hydra will, and turns each into one line, exit
   2. Sweep values are checked per job in
   :class:`ablation.sweep.callbacks.SweepStart`.
-- A Keras backend that cannot load (:func:`check_backend`).
+- Hydra's commands combined in a way it refuses with a traceback (``-m
+  --info``, ``--cfg --info``, ``--resolve`` alone), and sweep values without
+  ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
+  ``-m --cfg`` is not refused: the command prints every job's config
+  (:mod:`ablation.sweep.usage`).
+- A Keras backend that cannot load (:func:`check_backend`), when a job is to run.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import sys
 from pathlib import Path
 
 from ablation.config.compose import check_composes, check_group_options
 from ablation.config.refusals import ConfigError
 
-__all__ = ["check_backend", "check_command_line"]
+__all__ = ["check_backend", "check_command_line", "check_commands"]
 
 
-def check_command_line(args: list[str], conf_dir: str | Path) -> None:
+def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
     """Every check of the (already redacted) command line, in order; raises
-    :class:`ConfigError` with one line. ``args`` is argv without the program."""
+    :class:`ConfigError` with one line. ``args`` is argv without the program.
+    Returns the composed config (sweep values aside) when jobs will run."""
+    if parse_flags(args) is None:
+        return None  # argparse's usage and error: Hydra prints them, once
+    trains = check_commands(args)
     check_group_options(args, conf_dir)
-    check_composes(args, conf_dir)
-    check_backend()
+    composed = check_composes(args, conf_dir)
+    if trains:
+        check_backend()
+    return composed if trains else None
+
+
+def parse_flags(args: list[str]):
+    """Hydra's reading of its flags in ``args`` (an ``argparse.Namespace``), or
+    None, silently, when argparse refuses them or answers itself (``--version``):
+    Hydra then prints that, once."""
+    from hydra._internal.utils import get_args_parser
+
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return get_args_parser().parse_args(args)
+        except SystemExit:
+            return None
+
+
+def check_commands(args: list[str]) -> bool:
+    """Refuse a combination of Hydra's commands that Hydra itself refuses in a
+    traceback or a block of lines, naming what to do instead. True when the
+    command line runs jobs (no help, ``--cfg``, ``--info`` or completion)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parsed = parse_flags(args)
+    if parsed is None:
+        return True  # argparse's error: Hydra prints it
+    if parsed.help or parsed.hydra_help:
+        return False
+    given = [flag for flag, on in (("-m", parsed.multirun), ("--run", parsed.run),
+                                   ("--cfg", parsed.cfg is not None),
+                                   ("--info", parsed.info is not None),
+                                   ("--shell-completion", parsed.shell_completion)) if on]
+    if "-m" in given and "--info" in given:
+        raise ConfigError("--info describes one configuration, not a sweep: drop -m and give "
+                          "one value per key, or use -m --cfg job to print each job's config")
+    if len(given) > 1 and given != ["-m", "--cfg"]:  # -m --cfg: each job's config
+        raise ConfigError(f"{' and '.join(given)} cannot be combined: use one of them")
+    if parsed.resolve and parsed.cfg is None:
+        raise ConfigError("--resolve goes with --cfg: e.g. --cfg job --resolve")
+    try:
+        sweeps = [o.input_line for o in OverridesParser.create().parse_overrides(
+            parsed.overrides) if o.is_sweep_override()]
+    except HydraException:
+        sweeps = []  # check_composes names the override it cannot parse
+    if sweeps and not parsed.multirun:
+        fix = {"--cfg": "add -m to print each job's config, or give one value",
+               "--info": "--info describes one configuration: give one value per key"}.get(
+                   given[0] if given else "", "add -m to run one job per value, or give one value")
+        raise ConfigError(f"{sweeps[0]} has several values: {fix}")
+    return not given or given in (["-m"], ["--run"])
 
 
 def check_backend() -> None:

@@ -18,10 +18,13 @@ import keras
 from ablation.config.secrets import redact
 from ablation.data import Dataset
 from ablation.model import build_model
+from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.epoch_metrics import EpochMetrics, MeanLoss
+from ablation.train.progress import prints_lines
+from ablation.train.progress_callback import ProgressLine
 from ablation.train.schedules import WarmupCosineDecay
 
 log = logging.getLogger(__name__)
@@ -32,11 +35,12 @@ class TrainingDiverged(RuntimeError):
 
 
 def keras_verbosity(value) -> int | str:
-    """``trainer.verbose``: ``auto`` is the progress bar on a terminal and one
-    line per epoch (2) otherwise: the bar's carriage-return frames would fill
-    a log file, Slurm output or CI log. Keras' own ``auto`` always draws the bar."""
+    """``trainer.verbose``: ``auto`` is the progress bar on a terminal; otherwise
+    Keras is silent and :class:`ProgressLine` prints one line per epoch (the bar's
+    carriage-return frames would fill a log file, Slurm output or CI log). Keras'
+    own ``auto`` always draws the bar."""
     if value == "auto":
-        return 1 if sys.stdout.isatty() else 2
+        return 1 if sys.stdout.isatty() else 0
     return value
 
 
@@ -191,6 +195,9 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
              data.input_shape, data.num_classes, f"{params:,}")
 
     callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
+    if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
+        callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
+                                      epochs.validation_name))
     if trainer.get("checkpoint", True):
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
@@ -260,6 +267,13 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         tracker.summarize(locality.summary_metrics(measured["diagnostics"]))
         tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
+    # last, so a model file beside a record always comes from the run it describes
+    measured["model_file"] = None
+    if trainer.get("save_model", True):
+        saved = save_trained(model, checkpoint_dir.parent / MODEL_FILENAME)
+        measured["model_file"] = saved.name
+        if (config.get("wandb") or {}).get("log_model"):
+            tracker.model(saved)
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],

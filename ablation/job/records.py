@@ -1,0 +1,112 @@
+"""What a job's record says before and after training: the run it is, and how it failed.
+
+:func:`base_record` is a run before it has measured anything (its switches,
+data, model, seed, config and environment); :func:`failed` marks one failed
+or interrupted, keeping the epochs done. The job's lifecycle
+(:mod:`ablation.job.lifecycle`) writes them; training adds what it measured.
+"""
+from __future__ import annotations
+
+import math
+import platform
+import traceback
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+import keras
+from omegaconf import DictConfig, OmegaConf
+
+from ablation.config import redact, switches, variant_name
+from ablation.runs.record import SCHEMA_VERSION, write_record
+from ablation.runtime.signals import stop_name
+from ablation.train.epoch_metrics import EpochMetrics
+
+__all__ = ["base_record", "failed", "plain_config", "run_tags", "write_failure"]
+
+
+def plain_config(cfg) -> dict:
+    """A resolved, plain-dict copy of the config (what records and W&B store)."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    return dict(cfg)
+
+
+def base_record(config: Mapping) -> dict:
+    """What a run is, before it has measured anything."""
+    flags = switches(config)
+    return {
+        "schema": SCHEMA_VERSION,
+        "status": "running",
+        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
+        "variant": variant_name(**flags),
+        "switches": flags,
+        "dataset": config["dataset"]["name"],
+        "model": config["model"]["name"],
+        "seed": int(config["seed"]),
+        "metrics": {},
+        "history": [],
+        "params": None,
+        "epochs_completed": 0,
+        "resumed_from_epoch": None,
+        "diagnostics": None,
+        "model_file": None,
+        "resumed_from_epochs": [],
+        "train_seconds": None,
+        "train_images_per_s": None,
+        "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
+        "environment": {
+            "backend": keras.backend.backend(),
+            "keras": keras.__version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+        },
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": None,
+        "config": redact(dict(config)),
+        "error": None,
+    }
+
+
+def failed(record: dict, error: BaseException, progress: EpochMetrics | None = None,
+           resume_epoch: int | None = None) -> dict:
+    """Mark ``record`` failed with ``error``, keeping the epochs done before it.
+
+    ``epochs_completed`` and ``history`` count the epochs whose loss was
+    finite (those a rerun resumes from), not the one that diverged. A stop
+    (a signal, Ctrl-C) is ``interrupted``, not failed: its message says which
+    epoch the rerun resumes from (``resume_epoch``, the last checkpoint's).
+    """
+    kept = []
+    for row in (progress.history if progress else []):
+        if not math.isfinite(row.get("train/loss", math.nan)):
+            break
+        kept.append(row)
+    resumed = progress.resumed_from_epochs if progress else []
+    status, message = "failed", f"{type(error).__name__}: {error}"
+    if isinstance(error, KeyboardInterrupt):
+        status = "interrupted"
+        start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
+        message = (f"interrupted by {stop_name(error)} after epoch {len(kept)}; rerun the "
+                   f"same command to resume {start}")
+    record.update(status=status, error=message,
+                  traceback="".join(traceback.format_exception(error)),
+                  history=kept, epochs_completed=len(kept),
+                  resumed_from_epochs=resumed, resumed_from_epoch=resumed[-1] if resumed else None,
+                  finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return record
+
+
+def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
+    """A ``failed`` record for a job that failed before writing its own."""
+    record = failed(base_record(plain_config(cfg)), error)
+    write_record(output_dir, record)
+    return record
+
+
+def run_tags(config: Mapping) -> list[str]:
+    flags = switches(config)
+    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
+            config["dataset"]["name"], config["model"]["name"]]
+
+

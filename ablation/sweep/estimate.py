@@ -1,0 +1,139 @@
+"""What a sweep will cost, printed before its first job trains.
+
+    sweep: 4 job(s) × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)
+    estimate: 2d03h on this device (cpu, tensorflow; probe: 50.0 training images/s, ...)
+    that is long for a CPU: a GPU trains this in a small fraction of the time ...
+
+The speed comes from earlier completed runs of the same model, input, batch
+size and precision on this host and backend (their ``train_images_per_s`` and
+epoch times), or else from a probe: the first job's model built, compiled and
+trained for a few steps on its own data in this process, then evaluated for a
+few, with the compile time measured. The probe runs only where the sweep's
+jobs run in this process (Hydra's basic launcher), so its imports, its data
+and, on JAX with ``gpu.compilation_cache``, its compiled programs serve the
+first job; elsewhere only earlier runs give an estimate. ``estimate=false``
+turns it off. The per-epoch lines that follow are :mod:`ablation.train.progress`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ablation.sweep.speed import Speed, device_name, earlier_speed, probe, speed_key
+from ablation.train.progress import SWEEP_EPOCHS_ENV, format_duration
+
+LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster paths
+
+
+def set_sweep_epochs(jobs: list[tuple[dict, Path]]) -> None:
+    """Every job's epochs, in job order, for the per-epoch lines' sweep share and ETA."""
+    os.environ[SWEEP_EPOCHS_ENV] = ",".join(str(int(job["trainer"]["epochs"])) for job, _ in jobs)
+
+
+def images(job: dict, counts: tuple[int, int, int]) -> tuple[int, int, int]:
+    """(training images per epoch, images evaluated per epoch, test images) of a
+    job whose dataset splits into ``counts`` (train, validation, test)."""
+    trainer, (train, val, test) = job["trainer"], counts
+    passes = int(trainer.get("passes_per_epoch", 1))
+    if trainer.get("protocol", "holdout") == "official":
+        return (train + val) * passes, test, test
+    return train * passes, val, test
+
+
+def split_counts(data) -> tuple[int, int, int]:
+    return len(data.x_train), len(data.x_val), len(data.x_test)
+
+
+def epochs_left(job: dict, folder: Path) -> int:
+    """The epochs ``job`` will train: none when completed in ``folder``, fewer
+    when it resumes there."""
+    from ablation.runs.record import earlier_run
+
+    earlier = earlier_run(folder) or {}
+    if earlier.get("status") == "completed":
+        return 0
+    done = earlier.get("epochs_completed") or earlier.get("epoch") or 0
+    return max(int(job["trainer"]["epochs"]) - int(done), 0)
+
+
+def announce(jobs: list[tuple[dict, Path]], in_process: bool) -> None:
+    """Print the sweep's size and, where a speed is known or can be probed, its
+    estimated wall time on this device (a few lines on stdout)."""
+    from ablation.data import load_dataset, load_dataset_cached
+
+    todo = [(job, left) for job, folder in jobs if (left := epochs_left(job, folder))]
+    if not todo:
+        return  # every job completed here already: nothing will train
+    first = todo[0][0]
+    device = start_backend(first)
+    counts: dict[str, tuple[int, int, int]] = {}
+    data = load_dataset_cached(first["dataset"], int(first["seed"]))  # the first job's, reused
+    counts[repr(sorted(first["dataset"].items()))] = split_counts(data)
+    sizes = []
+    for job, left in todo:
+        key = repr(sorted(job["dataset"].items()))
+        if key not in counts:
+            counts[key] = split_counts(load_dataset(job["dataset"], int(job["seed"])))
+        sizes.append((left, *images(job, counts[key])))
+    results_dir = Path(str(first.get("results_dir", "results")))
+    speed = earlier_speed(first, results_dir) or (probe(first, data) if in_process else None)
+    print("\n".join(report_lines([job for job, _ in todo], sizes, len(jobs), speed, device)),
+          flush=True)
+
+
+def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total_jobs: int,
+                 speed: Speed | None, device: str) -> list[str]:
+    """The printed lines for the ``jobs`` that will train, each of ``sizes``
+    (epochs, training images per epoch, evaluated per epoch, test images)."""
+    lines = [size_line(sizes, total_jobs)]
+    if speed is None:
+        return [*lines, "estimate: none (no earlier run of this model here, and the probe runs "
+                        "only where the jobs run in this process: the basic launcher)"]
+    total = sum(speed.job_seconds(job, *size) for job, size in zip(jobs, sizes))
+    mixed = len({speed_key(job, backend="-") for job in jobs}) > 1
+    lines.append(
+        f"estimate: {format_duration(total)} on this device ({device}; {speed.source}: "
+        f"{speed.train_images_per_s:,.1f} training images/s, "
+        f"{speed.eval_images_per_s:,.0f} evaluated/s, {speed.start_up_s:.0f}s per job to "
+        f"build and compile" + (f"; {speed.peak_memory}" if speed.peak_memory else "") + ")"
+        + (" for the first job's model and batch; the others are taken to train as fast"
+           if mixed else "") + "; estimate=false skips this")
+    if device.startswith("cpu") and total > LONG_ON_CPU_S:
+        lines.append(
+            "that is long for a CPU: a GPU trains this in a small fraction of the time "
+            "(docs/performance.md), or first try experiment=smoke or fewer epochs "
+            "(trainer.epochs=...)")
+    return lines
+
+
+def size_line(sizes: list[tuple[int, int, int, int]], jobs: int) -> str:
+    """``sweep: 4 jobs × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)``."""
+    done = jobs - len(sizes)
+    skipped = f" ({done} more already completed here)" if done else ""
+    if len({size[:3] for size in sizes}) == 1:
+        left, train, evaluated, _ = sizes[0]
+        return (f"sweep: {len(sizes)} job(s) × {left} epochs × {train:,} training images "
+                f"(+ {evaluated:,} evaluated per epoch){skipped}")
+    epochs = sum(size[0] for size in sizes)
+    trained = sum(left * train for left, train, _, _ in sizes)
+    evaluated = sum(left * ev for left, _, ev, _ in sizes)
+    return (f"sweep: {len(sizes)} job(s), {epochs} epochs in all, {trained:,} training images "
+            f"(+ {evaluated:,} evaluated){skipped}")
+
+
+def start_backend(job: dict) -> str:
+    """Load the backend as a job does (W&B first, the device configured, the
+    native start-up lines kept quiet), and name the device."""
+    from ablation.runs.tracking import import_early
+    from ablation.runtime.accelerator import configure
+    from ablation.runtime.native_log import quiet_native_stderr
+    from ablation.runtime.process import freeze_imported_objects
+
+    import_early(str((job.get("wandb") or {}).get("mode", "offline")))
+    with quiet_native_stderr():
+        configure(job.get("gpu") or {})
+        device = device_name()
+    freeze_imported_objects()
+    return device
+
+

@@ -1,0 +1,67 @@
+"""On a GPU, a sweep's jobs share it: several at a time, without choosing a launcher.
+
+A job on a GPU spends much of its time compiling (host CPU work) and, for the
+small models of this suite, uses a fraction of the card while training, so
+jobs run side by side overlap compilation with training and finish the sweep
+sooner than one after another (docs/performance.md has the measurements).
+``gpu.jobs_at_once`` says how many:
+
+- ``auto`` (default): on a machine with a visible NVIDIA GPU, a multirun with
+  more than one job and no launcher on its command line runs up to
+  :data:`AUTO_JOBS_AT_ONCE` jobs at a time through Hydra's joblib launcher
+  (each job its own process; GPU memory taken as needed, ``gpu.share_memory``);
+  elsewhere (a CPU, where jobs would only compete for the same cores) one at a time;
+- ``1``: one at a time, as Hydra's basic launcher runs them;
+- ``k``: up to k at a time, on any machine.
+
+A launcher named on the command line (``hydra/launcher=...``) is always used as given.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+AUTO_JOBS_AT_ONCE = 4
+LAUNCHER_GROUP = "hydra/launcher"
+
+
+def visible_gpus() -> int:
+    """NVIDIA GPUs this process may use, found without loading a framework:
+    the driver's device list, narrowed by ``CUDA_VISIBLE_DEVICES``."""
+    folder = Path("/proc/driver/nvidia/gpus")
+    found = len(list(folder.iterdir())) if folder.is_dir() else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return found
+    chosen = [d for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    return min(found, len(chosen))
+
+
+def jobs_at_once(setting, gpus: int) -> int:
+    """How many jobs run side by side for ``gpu.jobs_at_once`` on a machine with ``gpus``."""
+    if setting == "auto":
+        return AUTO_JOBS_AT_ONCE if gpus else 1
+    return int(setting)
+
+
+def launcher_overrides(args: list[str], setting, gpus: int | None = None) -> list[str]:
+    """The overrides that make a multirun's jobs share the machine, or ``[]``.
+
+    ``args`` is the command line without the program. Nothing is added to a
+    single run, a command that names a launcher, or where one job at a time
+    is what ``setting`` asks for.
+    """
+    if not ({"-m", "--multirun"} & set(args)):
+        return []
+    if any(a.lstrip("+~").startswith((LAUNCHER_GROUP + "=", "hydra.launcher.")) for a in args):
+        return []
+    count = jobs_at_once(setting, visible_gpus() if gpus is None else gpus)
+    if count <= 1:
+        return []
+    if importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+        print(f"note: gpu.jobs_at_once={setting} asks for {count} jobs at a time, but the joblib "
+              f"launcher is not installed (pip install hydra-joblib-launcher): one at a time",
+              flush=True)
+        return []
+    return [f"{LAUNCHER_GROUP}=joblib", f"hydra.launcher.n_jobs={count}"]

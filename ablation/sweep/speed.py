@@ -1,0 +1,195 @@
+"""How fast this device trains a job's model: measured by a short probe, or
+read from an earlier run's record (:mod:`ablation.sweep.estimate` prints it)."""
+from __future__ import annotations
+
+import logging
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+PROBE_SECONDS = 1.0  # timed steps of each kind: at least this long (and 2 steps), at most 5
+
+
+@dataclass
+class Speed:
+    """How fast this device trains one job's model, and where that came from."""
+    train_images_per_s: float
+    eval_images_per_s: float
+    start_up_s: float  # a job's cost beyond its epochs: building, tracing, compiling
+    source: str
+    peak_memory: str | None = None
+    train_trace_s: float = 0.0  # of start_up_s: tracing the training step once
+    eval_trace_s: float = 0.0  # and the evaluation step
+
+    def job_seconds(self, job: dict, epochs: int, train: int, evaluated: int, test: int
+                    ) -> float:
+        """One job's wall time: start-up, ``epochs`` epochs, the final test.
+
+        A step is traced again for a batch of another size (an epoch's last,
+        partial batch; TensorFlow then relaxes the shape once), and the locality
+        probe traces its own prediction step: each costs about one trace more.
+        """
+        batch = int(job["trainer"]["batch_size"])
+        again = (self.train_trace_s * bool(train % batch)
+                 + self.eval_trace_s * (bool(evaluated % batch or test % batch)
+                                        + bool((job.get("diagnostics") or {}).get("enabled"))))
+        return (self.start_up_s + again + test / self.eval_images_per_s
+                + epochs * (train / self.train_images_per_s + evaluated / self.eval_images_per_s))
+
+
+def speed_key(job: dict, host: str | None = None, backend: str | None = None) -> tuple:
+    """What a measured speed carries over between runs: the model, the data's
+    name and size limits, the batch, the precision, the host and the backend."""
+    trainer, data = job["trainer"], job["dataset"]
+    return (repr(sorted(job["model"].items())), data["name"], data.get("image_size"),
+            int(trainer["batch_size"]), str(trainer.get("precision", "float32")),
+            host or platform.node(), backend or _backend())
+
+
+def _backend() -> str:
+    import keras
+
+    return keras.backend.backend()
+
+
+def earlier_speed(job: dict, results_dir: Path) -> Speed | None:
+    """The speed of the newest completed run in ``results_dir`` with ``job``'s
+    :func:`speed_key`, from its record: training images/s, and each epoch's
+    evaluation and the first epoch's excess (tracing) from its epoch times."""
+    from ablation.runs.record import RecordError, find_records, read_record
+
+    found = []
+    for path in find_records(results_dir) if results_dir.is_dir() else []:
+        try:
+            record = read_record(path)
+        except RecordError:
+            continue
+        env, config = record.get("environment") or {}, record.get("config") or {}
+        epochs = [row.get("epoch_seconds") for row in record.get("history") or []]
+        if (record.get("status") != "completed" or not record.get("train_images_per_s")
+                or not all(epochs) or "trainer" not in config):
+            continue
+        try:
+            same = speed_key(config, env.get("host"), env.get("backend")) == speed_key(job)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if same:
+            found.append((record.get("finished_at") or "", record, epochs))
+    if not found:
+        return None
+    _, record, epochs = max(found, key=lambda f: f[0])
+    counts = record.get("data") or {}
+    train_rate = float(record["train_images_per_s"])
+    train_images = int(counts.get("train", 0)) * int(
+        config_get(record, "trainer", "passes_per_epoch", 1))
+    steady = sorted(epochs[1:])[len(epochs[1:]) // 2] if len(epochs) > 1 else epochs[0]
+    evaluated = int(counts.get("test" if config_get(record, "trainer", "protocol") == "official"
+                               else "val", 0))
+    eval_s = max(steady - train_images / train_rate, 1e-3)
+    return Speed(train_rate, evaluated / eval_s if evaluated else math.inf,
+                 max(epochs[0] - steady, 0.0), f"earlier run {record.get('run_name')} here")
+
+
+def config_get(record: dict, group: str, key: str, default=None):
+    return ((record.get("config") or {}).get(group) or {}).get(key, default)
+
+
+def probe(job: dict, data) -> Speed:
+    """Build, compile and train ``job``'s model on a few of its batches; evaluate a few."""
+    import keras
+
+    from ablation.data.batches import one_hot, soft_targets
+    from ablation.model import build_model
+    from ablation.train.fit import compile_model
+
+    trainer, batch = job["trainer"], int(job["trainer"]["batch_size"])
+    soft = soft_targets(trainer, job.get("augmentation") or {})
+    started = time.perf_counter()
+    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+    keras.utils.set_random_seed(int(job["seed"]))
+    model = build_model(job, data.num_classes, data.input_shape, normalization_data=data.x_train)
+    compile_model(model, trainer, max(math.ceil(len(data.x_train) / batch), 1),
+                  data.num_classes, soft_targets=soft)
+    x = data.x_train[:batch]
+    y = one_hot(data.y_train[:batch], data.num_classes) if soft else data.y_train[:batch]
+    built = time.perf_counter()
+    model.train_on_batch(x, y)  # traced and compiled here
+    train_trace = time.perf_counter() - built
+    train_s = _timed(lambda: model.train_on_batch(x, y))
+    t = time.perf_counter()
+    model.test_on_batch(x, y)
+    eval_trace = time.perf_counter() - t
+    eval_s = _timed(lambda: model.test_on_batch(x, y))
+    memory = peak_memory()
+    keras.backend.clear_session(free_memory=True)
+    return Speed(len(x) / train_s, len(x) / eval_s, built - started + train_trace + eval_trace,
+                 "probe", memory, train_trace, eval_trace)
+
+
+def _timed(step) -> float:
+    """Seconds per call of ``step`` after one untimed call: at least 2 calls and
+    :data:`PROBE_SECONDS`, at most 5."""
+    step()
+    times = []
+    while len(times) < 5 and (len(times) < 2 or sum(times) < PROBE_SECONDS):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
+
+
+def peak_memory() -> str | None:
+    """The device's peak memory so far, where the backend says: a GPU's peak
+    bytes (JAX, TensorFlow, PyTorch), else this process's peak resident set."""
+    import keras
+
+    backend, peak = keras.backend.backend(), None
+    try:
+        if backend == "jax":
+            import jax
+
+            device = jax.devices()[0]
+            if device.platform != "cpu":
+                peak = ("GPU", (device.memory_stats() or {}).get("peak_bytes_in_use"))
+        elif backend == "tensorflow":
+            import tensorflow as tf
+
+            if tf.config.list_logical_devices("GPU"):
+                peak = ("GPU", tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        elif backend == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                peak = ("GPU", torch.cuda.max_memory_allocated())
+    except Exception as e:  # a backend without the query: say nothing about the device
+        log.debug("no device memory figure: %s", e)
+        return None
+    if peak is not None:
+        return f"GPU peak {peak[1] / 2**30:.1f} GiB" if peak[1] else None
+    import resource
+
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return f"peak resident memory {peak_kib / 2**20:.1f} GiB"
+
+
+def device_name() -> str:
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return f"{jax.devices()[0].platform}, jax"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return f"{'gpu' if tf.config.list_logical_devices('GPU') else 'cpu'}, tensorflow"
+    if backend == "torch":
+        import torch
+
+        return f"{'gpu' if torch.cuda.is_available() else 'cpu'}, torch"
+    return f"cpu, {backend}"

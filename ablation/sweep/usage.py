@@ -1,0 +1,156 @@
+"""What the sweep command shows without training: its help page, each job's config.
+
+``--help`` is Hydra's own, with the template ``conf/hydra/help/vit_ablation.yaml``;
+its preset lines come from the resolvers registered here, which read each preset
+file's own header comment, so a new or edited preset shows up without a second
+description to keep in step.
+
+``-m --cfg job|hydra|all`` (Hydra alone refuses ``-m`` with ``--cfg``) prints
+every job's config of the sweep, as a YAML stream: one document per job, headed
+by the job's overrides, each printed by Hydra's own ``--cfg`` for that job's
+overrides (so ``hydra`` is Hydra's section as for a single run of that job).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ablation.config import conf_dir
+
+WIDTH = 100  # columns of the help page
+# A sentence ends at ". " before a capital, not inside "e.g. X" or "i.e. X".
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z`])")
+# Where a long first sentence may be cut, strongest first.
+_CLAUSE_BREAKS = (": ", "; ", " (", ", ")
+
+
+def header_summary(path: Path) -> str:
+    """The first sentence of a YAML file's leading comment (Hydra's ``@package``
+    line and indented example lines left out), or ``""`` when it has none."""
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if not raw.startswith("#"):
+            break
+        text = raw[1:]
+        if text.strip().startswith("@package"):
+            continue
+        if text.startswith("   ") or not text.strip():  # an example command: the prose ended
+            break
+        lines.append(text.strip())
+    prose = " ".join(lines)
+    return _SENTENCE_END.split(prose, maxsplit=1)[0].rstrip(".:; ") if prose else ""
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` if it fits in ``width`` columns, else its longest leading clause
+    that does (cut at a colon, semicolon or parenthesis before a comma)."""
+    if len(text) <= width:
+        return text
+    for mark in _CLAUSE_BREAKS:
+        cut = text.rfind(mark, 0, width + 1)
+        if cut > 0:
+            return text[:cut]
+    return text[:width - 3].rstrip() + "..."
+
+
+def preset_lines(*groups: str) -> str:
+    """``  group=name   summary`` for every option of ``groups``, one line each, in
+    the order given (option names sorted), for the help page."""
+    folder = conf_dir()
+    entries = [(f"{group}={path.stem}", header_summary(path))
+               for group in groups for path in sorted((folder / group).glob("*.yaml"))]
+    longest = max(len(f"{group.parent.name}={group.stem}") for group in folder.glob("*/*.yaml"))
+    column = 2 + longest + 2  # one column for every group's lines
+    lines = [f"  {name:<{column - 4}}  {shorten(summary, WIDTH - column)}".rstrip()
+             for name, summary in entries]
+    return "\n".join(lines).replace("$", "$$")  # Hydra fills in the page with string.Template
+
+
+def other_groups(*shown: str) -> str:
+    """The config groups ``shown`` leaves out, with their options where there is
+    a choice: ``augmentation (keras_io, none, paper), gpu``."""
+    folder = conf_dir()
+    parts = []
+    for group in sorted(p for p in folder.iterdir() if p.is_dir() and p.name != "hydra"):
+        if group.name in shown:
+            continue
+        options = sorted(p.stem for p in group.glob("*.yaml"))
+        parts.append(f"{group.name} ({', '.join(options)})" if len(options) > 1 else group.name)
+    return ", ".join(parts).replace("$", "$$")
+
+
+def register_help_resolvers() -> None:
+    """``${help_presets:group,...}`` and ``${help_other_groups:group,...}`` for the help page."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("help_presets"):
+        OmegaConf.register_new_resolver("help_presets", preset_lines)
+    if not OmegaConf.has_resolver("help_other_groups"):
+        OmegaConf.register_new_resolver("help_other_groups", other_groups)
+
+
+def wants_job_configs(args: list[str]) -> bool:
+    """Whether ``args`` (argv without the program) asks for every job's config:
+    ``-m`` with ``--cfg``."""
+    from ablation.sweep.preflight import parse_flags
+
+    parsed = parse_flags(args)
+    return parsed is not None and bool(parsed.multirun and parsed.cfg
+                                       and not (parsed.help or parsed.hydra_help))
+
+
+def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Hydra's flags in ``args`` without ``-m``, and each job's overrides as the
+    basic sweeper expands them (every combination of the comma-separated values)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from ablation.sweep.preflight import parse_flags
+
+    parsed = parse_flags(args)
+    flags = ["--cfg", parsed.cfg]
+    for option, value in (("--package", parsed.package), ("--config-path", parsed.config_path),
+                          ("--config-name", parsed.config_name),
+                          ("--config-dir", parsed.config_dir)):
+        if value is not None:
+            flags += [option, value]
+    flags += ["--resolve"] if parsed.resolve else []
+    overrides = OverridesParser.create().parse_overrides(parsed.overrides)
+    return flags, [list(job) for batch in BasicSweeper.split_arguments(overrides, None)
+                   for job in batch]
+
+
+def print_job_configs(args: list[str], show: Callable[[list[str]], None],
+                      check: Callable[[list[str]], None]) -> None:
+    """Print each job's config, each under a ``--- # job 2/4: spt=False`` line:
+    ``show(job_args)`` is Hydra's ``--cfg`` for one job. All are composed before
+    any is printed; a job that fails is explained by ``check(job_args)`` in one
+    line where it can be, else by Hydra's own message."""
+    flags, jobs = job_arguments(args)
+    shown = []
+    for overrides in jobs:
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                show([*flags, *overrides])
+        except BaseException as e:
+            if isinstance(e, SystemExit) and e.code in (0, None):
+                pass
+            else:
+                check([*flags, *overrides])  # raises the one-line refusal, if it knows one
+                sys.stderr.write(err.getvalue())
+                raise
+        shown.append(out.getvalue())
+    try:
+        for number, (overrides, text) in enumerate(zip(jobs, shown), 1):
+            sys.stdout.write(f"--- # job {number}/{len(jobs)}: "
+                             f"{' '.join(overrides) or '(no overrides)'}\n{text}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # piped into head or less, which has quit: nothing more to show
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None

@@ -1,0 +1,95 @@
+"""One progress line per epoch when the output is not a terminal.
+
+    [2/8] spt+lsa+temp-s0 epoch 13/50 · loss 2.314 · val top-1 41.2 % · 38s · sweep 27 % · ETA 1h52m
+
+On a terminal Keras draws its bar (``trainer.verbose=auto``); in a log file,
+Slurm output or CI log this line replaces Keras's own per-epoch line, so an
+epoch is one line that also says where the sweep stands. The job's position
+and every job's epoch count travel in environment variables
+(:data:`JOB_NUM_ENV`, set by each job; :data:`SWEEP_EPOCHS_ENV`, set by the
+sweep before its first job), which launchers with worker processes pass on.
+This module needs no Keras; the callback is :mod:`ablation.train.progress_callback`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+SWEEP_EPOCHS_ENV = "VIT_ABLATION_SWEEP_EPOCHS"  # every job's epochs, in job order: "50,50,50"
+JOB_NUM_ENV = "VIT_ABLATION_JOB_NUM"  # this job's position in the sweep, from 0
+
+
+def prints_lines(verbose) -> bool:
+    """Whether ``trainer.verbose`` asks for these lines: ``auto`` off a terminal."""
+    return verbose == "auto" and not sys.stdout.isatty()
+
+
+def sweep_position(environ=None) -> tuple[int, list[int]] | None:
+    """(this job's index, every job's epochs) when running in a sweep, else None."""
+    environ = os.environ if environ is None else environ
+    try:
+        epochs = [int(e) for e in environ[SWEEP_EPOCHS_ENV].split(",")]
+        num = int(environ[JOB_NUM_ENV])
+    except (KeyError, ValueError):
+        return None
+    return (num, epochs) if 0 <= num < len(epochs) else None
+
+
+def format_duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``48m``, ``1h52m``, ``2d03h``."""
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 3600:
+        return f"{round(s / 60)}m"
+    if s < 48 * 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def eta_seconds(epoch_seconds: Sequence[float], epochs_left_in_job: int,
+                later_epochs: int = 0, later_jobs: int = 0) -> float:
+    """Seconds until the sweep ends, from this job's epochs so far.
+
+    An epoch after the first costs what they have cost on average; the first
+    epoch's excess over that (tracing and compiling) is what each later job
+    pays once more. Later jobs are taken to cost what this one does per epoch,
+    one job at a time.
+    """
+    if not epoch_seconds:
+        raise ValueError("no epoch has been timed yet")
+    steady = (sum(epoch_seconds[1:]) / (len(epoch_seconds) - 1) if len(epoch_seconds) > 1
+              else epoch_seconds[0])
+    start_up = max(epoch_seconds[0] - steady, 0.0)
+    return (epochs_left_in_job + later_epochs) * steady + later_jobs * start_up
+
+
+def progress_line(run_name: str, epoch: int, epochs: int, epoch_seconds: Sequence[float],
+                  metrics: dict | None = None, position: tuple[int, list[int]] | None = None,
+                  validation_name: str = "val") -> str:
+    """The line for the end of ``epoch`` (counted from 1) of ``epochs``.
+
+    ``epoch_seconds``: this attempt's epochs so far (a resumed job's start at
+    its checkpoint). ``position``: (job index, every job's epochs), see
+    :func:`sweep_position`; without it the line is the job's alone.
+    """
+    metrics = metrics or {}
+    parts = [f"epoch {epoch}/{epochs}"]
+    if "loss" in metrics:
+        parts.append(f"loss {metrics['loss']:.4g}")
+    if "val_top1" in metrics:
+        parts.append(f"{validation_name} top-1 {100 * metrics['val_top1']:.1f} %")
+    parts.append(format_duration(epoch_seconds[-1]))
+    head, later_epochs, later_jobs = run_name, 0, 0
+    if position is not None:
+        num, all_epochs = position
+        head = f"[{num + 1}/{len(all_epochs)}] {run_name}"
+        done = sum(all_epochs[:num]) + epoch
+        parts.append(f"sweep {100 * done / max(sum(all_epochs), 1):.0f} %")
+        later_epochs, later_jobs = sum(all_epochs[num + 1:]), len(all_epochs) - num - 1
+    eta = eta_seconds(epoch_seconds, epochs - epoch, later_epochs, later_jobs)
+    parts.append(f"ETA {format_duration(eta)}")
+    return f"{head} " + " · ".join(parts)

@@ -1,0 +1,37 @@
+"""gpu.jobs_at_once: a multirun's jobs share a GPU without the user choosing a launcher."""
+from __future__ import annotations
+
+import pytest
+
+from ablation.sweep.overlap import AUTO_JOBS_AT_ONCE, launcher_overrides, visible_gpus
+
+SWEEP = ["-m", "spt=true,false", "lsa=true,false"]
+JOBLIB = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={AUTO_JOBS_AT_ONCE}"]
+
+
+def test_auto_shares_a_gpu_and_keeps_a_cpu_one_job_at_a_time():
+    assert launcher_overrides(SWEEP, "auto", gpus=1) == JOBLIB
+    assert launcher_overrides(SWEEP, "auto", gpus=0) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["spt=true"],                                                 # a single run
+    [*SWEEP, "hydra/launcher=submitit_slurm"],                    # a launcher named
+    [*SWEEP, "hydra/launcher=basic"],                             # one at a time, by name
+    [*SWEEP, "hydra.launcher.n_jobs=2"],                          # the launcher's own setting
+])
+def test_what_the_command_line_says_is_left_alone(args):
+    assert launcher_overrides(args, "auto", gpus=1) == []
+
+
+def test_a_number_is_taken_as_given_on_any_machine():
+    assert launcher_overrides(SWEEP, 1, gpus=1) == []
+    assert launcher_overrides(SWEEP, 2, gpus=0) == ["hydra/launcher=joblib",
+                                                    "hydra.launcher.n_jobs=2"]
+
+
+def test_cuda_visible_devices_narrows_the_gpus(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert visible_gpus() == 0

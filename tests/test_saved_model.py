@@ -1,0 +1,94 @@
+"""The trained model a completed job leaves: it loads with one call and
+reproduces its record's test accuracy."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from ablation.runs.record import find_records, read_record
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_job_of_a_sweep_leaves_a_model_that_reproduces_its_record(smoke_sweep):
+    from ablation.data import load_dataset_cached
+    from ablation.model import attention_layers, load_model
+
+    records = list(find_records(smoke_sweep.root))
+    assert len(records) == 4
+    for path in records:
+        record = read_record(path)
+        folder = os.path.dirname(path)
+        assert record["model_file"] == "model.keras"
+        assert not os.path.exists(os.path.join(folder, "checkpoint"))  # the model stays
+        model = load_model(folder)
+        data = load_dataset_cached(record["config"]["dataset"], record["seed"])
+        result = model.evaluate(data.x_test, data.y_test, batch_size=64, verbose=0,
+                                return_dict=True)
+        metrics = record["metrics"]
+        # the same weights on the same images: the same correct count, to float rounding
+        assert result["top1"] == pytest.approx(metrics["test_top1"], abs=1e-6), record["run_name"]
+        assert result["top5"] == pytest.approx(metrics["test_top5"], abs=1e-6), record["run_name"]
+        assert result["loss"] == pytest.approx(metrics["test_loss"], rel=1e-4)
+        # the switches survive the round trip: the LSA mask and the temperature
+        layers = attention_layers(model)
+        assert layers and all(a.mask_diagonal == record["switches"]["lsa"] for a in layers)
+        assert all((a.temperature is not None) == record["switches"]["learnable_temperature"]
+                   for a in layers)
+
+
+def test_a_missing_model_is_a_clear_error(tmp_path):
+    from ablation.model import load_model
+
+    with pytest.raises(FileNotFoundError, match="trainer.save_model=true"):
+        load_model(tmp_path)
+
+
+def test_a_saved_model_has_no_optimizer_state_and_predicts_the_same(tmp_path):
+    import keras
+
+    from ablation.config import compose
+    from ablation.model import build_model, load_model
+    from ablation.model.saved import save_trained
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(compose(["experiment=smoke"]), resolve=True)
+    images = np.random.default_rng(0).random((6, 8, 8, 1), dtype=np.float32)
+    model = build_model(cfg, 10, (8, 8, 1), normalization_data=images)
+    model.compile(optimizer=keras.optimizers.AdamW(), loss="mse")
+    model.fit(images, np.zeros((6, 10), "float32"), epochs=1, verbose=0)  # optimizer has state
+    path = save_trained(model, tmp_path / "model.keras")
+    assert sorted(os.listdir(tmp_path)) == ["model.keras"]  # no temporary file left
+    model.save(tmp_path / "compiled.keras")  # Keras's own save keeps AdamW's two moments
+    assert path.stat().st_size < 0.5 * (tmp_path / "compiled.keras").stat().st_size
+    loaded = load_model(path, compile=False)
+    assert getattr(loaded, "optimizer", None) is None
+    np.testing.assert_array_equal(loaded.predict(images, verbose=0),
+                                  model.predict(images, verbose=0))
+
+
+def test_wandb_log_model_makes_the_file_a_model_artifact_of_the_run(tmp_path, wandb_cli):
+    import json
+    import subprocess
+
+    import wandb
+
+    from ablation.runs.tracking import WandbTracker
+
+    model_file = tmp_path / "model.keras"
+    model_file.write_bytes(b"weights" * 100)
+    run = wandb.init(mode="offline", dir=str(tmp_path), project="vit-ablation-test",
+                     name="spt+lsa+temp-s0", group="smoke", settings=wandb.Settings(silent=True))
+    WandbTracker(run, tmp_path).model(model_file)
+    run.finish()
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    stream = subprocess.run([wandb_cli, "leet", "inspect", str(run_dir), "--json"],
+                            capture_output=True, text=True, check=True).stdout
+    (artifact,) = [json.loads(line)["artifact"] for line in stream.splitlines()
+                   if line.strip() and json.loads(line).get("type") == "artifact"]
+    assert artifact["type"] == "model" and artifact["name"] == f"model-{run.id}"
+    assert json.loads(artifact["metadata"]) == {"run_name": "spt+lsa+temp-s0", "group": "smoke"}
+    assert "'path': 'model.keras'" in str(artifact["manifest"])
+    assert f"'size': '{model_file.stat().st_size}'" in str(artifact["manifest"])
