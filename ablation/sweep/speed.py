@@ -24,18 +24,21 @@ class Speed:
     peak_memory: str | None = None
     train_trace_s: float = 0.0  # of start_up_s: tracing the training step once
     eval_trace_s: float = 0.0  # and the evaluation step
+    pads: bool = False  # short batches padded (trainer.pad_batches): no trace for them
 
     def job_seconds(self, job: dict, epochs: int, train: int, evaluated: int, test: int
                     ) -> float:
         """One job's wall time: start-up, ``epochs`` epochs, the final test.
 
         A step is traced again for a batch of another size (an epoch's last,
-        partial batch; TensorFlow then relaxes the shape once), and the locality
-        probe traces its own prediction step: each costs about one trace more.
+        partial batch, unless short batches are padded; TensorFlow then relaxes
+        the shape once), and the locality probe traces its own prediction step:
+        each costs about one trace more.
         """
         batch = int(job["trainer"]["batch_size"])
-        again = (self.train_trace_s * bool(train % batch)
-                 + self.eval_trace_s * (bool(evaluated % batch or test % batch)
+        short = not self.pads
+        again = (self.train_trace_s * (short and bool(train % batch))
+                 + self.eval_trace_s * ((short and bool(evaluated % batch or test % batch))
                                         + bool((job.get("diagnostics") or {}).get("enabled"))))
         return (self.start_up_s + again + test / self.eval_images_per_s
                 + epochs * (train / self.train_images_per_s + evaluated / self.eval_images_per_s))
@@ -104,7 +107,7 @@ def probe(job: dict, data) -> Speed:
 
     from ablation.data.batches import one_hot, soft_targets
     from ablation.model import build_model
-    from ablation.train.fit import compile_model
+    from ablation.train.fit import compile_model, pad_batches
 
     trainer, batch = job["trainer"], int(job["trainer"]["batch_size"])
     soft = soft_targets(trainer, job.get("augmentation") or {})
@@ -124,10 +127,10 @@ def probe(job: dict, data) -> Speed:
     model.test_on_batch(x, y)
     eval_trace = time.perf_counter() - t
     eval_s = _timed(lambda: model.test_on_batch(x, y))
-    memory = peak_memory()
+    memory, pads = peak_memory(), pad_batches(trainer, model)
     keras.backend.clear_session(free_memory=True)
     return Speed(len(x) / train_s, len(x) / eval_s, built - started + train_trace + eval_trace,
-                 "probe", memory, train_trace, eval_trace)
+                 "probe", memory, train_trace, eval_trace, pads)
 
 
 def _timed(step) -> float:
