@@ -18,7 +18,7 @@ def checkpoints(tmp_path_factory):
     from ablation.model import build_model
     from ablation.train.checkpoint import EpochCheckpoint
     from ablation.train.epoch_metrics import EpochMetrics
-    from ablation.train.fit import compile_model
+    from ablation.train.compile import compile_model
     from conftest import compose
 
     folder = tmp_path_factory.mktemp("job") / "checkpoint"

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from ablation.data.batches import Mixer, TrainingBatches, padded, padded_chunks
 from ablation.model import build_model
 from ablation.train.epoch_metrics import EpochMetrics
-from ablation.train.fit import compile_model
+from ablation.train.compile import compile_model
 from conftest import ROOT, compose
 
 N, BATCH, CLASSES, SHAPE = 100, 32, 10, (8, 8, 1)
@@ -252,7 +252,7 @@ def test_a_checkpoints_model_pads_only_if_it_weighs_samples(tmp_path):
     """A saved model loads with MeanLoss and weighted metrics (registered); one
     compiled with plain metrics, as checkpoints of older versions are, is not padded."""
     import ablation.train.checkpoint  # noqa: F401  (what a resumed job has imported)
-    from ablation.train.fit import pad_batches
+    from ablation.train.compile import pad_batches
 
     cfg = config()
     x, y = data()

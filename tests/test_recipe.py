@@ -8,7 +8,7 @@ from conftest import compose
 from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batches
 from ablation.model.layers import TransformerBlock
 from ablation.model.regularization import DropPath
-from ablation.train.fit import compile_model, learning_rate_schedule
+from ablation.train.compile import compile_model, learning_rate_schedule
 
 
 def constant_batch(n=8, side=8):

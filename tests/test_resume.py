@@ -128,7 +128,7 @@ def test_checkpoint_restores_weights_optimizer_and_random_states(tmp_path):
     from ablation.train.checkpoint import EpochCheckpoint, load_checkpoint, seed_states
     from ablation.data import load_dataset
     from ablation.model import build_model
-    from ablation.train.fit import compile_model
+    from ablation.train.compile import compile_model
     from conftest import compose
 
     cfg = OmegaConf.to_container(compose("experiment=smoke", "augmentation=keras_io",

@@ -237,7 +237,7 @@ from omegaconf import OmegaConf
 from conftest import compose
 from ablation.runtime.accelerator import configure
 from ablation.model import build_model
-from ablation.train.fit import compile_model
+from ablation.train.compile import compile_model
 
 cfg = OmegaConf.to_container(compose("experiment=smoke", f"gpu.compilation_cache={sys.argv[2]}"),
                              resolve=True)

@@ -69,7 +69,7 @@ def bench_official(config, batch: int, steps: int) -> None:
     from ablation.augment.official import from_config
     from ablation.data.batches import Mixer, TrainingBatches
     from ablation.model import build_model
-    from ablation.train.fit import compile_model
+    from ablation.train.compile import compile_model
 
     shape, classes = dataset_shape(config)
     x = np.random.default_rng(0).integers(0, 256, (batch * max(steps, 4), *shape))

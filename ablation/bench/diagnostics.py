@@ -27,7 +27,7 @@ def projected(args) -> None:
 
     from ablation.train.locality import LocalityProbe, probe_indices
     from ablation.model import build_model
-    from ablation.train.fit import compile_model
+    from ablation.train.compile import compile_model
 
     cfg = compose_config([f"model={args.model}", *args.overrides])
     shape = tuple(int(v) for v in args.dataset_shape.split(","))

@@ -88,7 +88,7 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
         precision = "float32"
     else:
         from ablation.model import build_model
-        from ablation.train.fit import compile_model
+        from ablation.train.compile import compile_model
 
         keras.mixed_precision.set_global_policy(precision)
         model = build_model(config, classes, shape, normalization_data=x[:1024])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -151,14 +152,17 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
         set_aside_outputs(output_dir)
     # Data problems (no network, a bad path) surface here, before any record
     # or W&B run exists.
+    started, clock = time.time(), time.perf_counter()
     data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
+    record["timings"] = {"job_started_unix": round(started, 3),
+                         "data": round(time.perf_counter() - clock, 3)}
     try:
         # Keras' names and global state, and the one collection per job: the
         # last job's model, graphs and data copies only become garbage once its
         # run_job has returned or raised
         keras.backend.clear_session(free_memory=True)
-        record = _train_and_record(config, data, output_dir, record, fingerprint)
+        record = _train_and_record(config, data, output_dir, record, fingerprint, clock)
     except (ConfigError, DataError):
         raise
     except BaseException as e:
@@ -169,7 +173,7 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
 
 
 def _train_and_record(config: dict, data, output_dir: Path, record: dict,
-                      fingerprint: dict) -> dict:
+                      fingerprint: dict, clock: float) -> dict:
     """Resume or start, track, train; always writes the record (completed or failed)."""
     checkpoint_dir = output_dir / CHECKPOINT_DIR
     progress = EpochMetrics()
@@ -191,8 +195,10 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
             record["wandb"] = tracker.info()  # its mode may be offline after a fallback
             if resume_from is not None:
                 tracker.replay(resume_from.state["history"])
+            timings = record["timings"]
             record.update(train(config, data, tracker, checkpoint_dir, resume_from,
                                 progress=progress, state_extra={"data": fingerprint}))
+            record["timings"] = {**timings, **record.get("timings", {})}
             record["data"] = {**record["data"], **fingerprint}
             record["status"] = "completed"
     except BaseException as e:
@@ -201,6 +207,8 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
         raise
     finally:
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        record["timings"].update(job=round(time.perf_counter() - clock, 3),
+                                 job_ended_unix=round(time.time(), 3))
         # A record written without its history keeps the checkpoint: its state has it.
         if save_record(output_dir, record) and record["status"] == "completed":
             remove_checkpoint(checkpoint_dir)

@@ -99,6 +99,7 @@ class Record(_Open):
     data: dict[str, Any] | None = None
     diagnostics: dict[str, Any] | None = None
     model_file: StrictStr | None = None       # the trained model, beside the record
+    timings: dict[str, Number | None] | None = None  # seconds per phase of the job
     started_at: StrictStr | None = None
     finished_at: StrictStr | None = None
     error: StrictStr | None = None

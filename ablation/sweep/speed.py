@@ -107,7 +107,7 @@ def probe(job: dict, data) -> Speed:
 
     from ablation.data.batches import one_hot, soft_targets
     from ablation.model import build_model
-    from ablation.train.fit import compile_model, pad_batches
+    from ablation.train.compile import compile_model, pad_batches
 
     trainer, batch = job["trainer"], int(job["trainer"]["batch_size"])
     soft = soft_targets(trainer, job.get("augmentation") or {})

@@ -80,6 +80,7 @@ class EpochMetrics(keras.callbacks.Callback):
         self.train_phase_seconds: list[float] = []
         self.attempt_starts: list[int] = []  # epochs done when each fit began: [0, resumes...]
         self.seconds_before = 0.0  # fit seconds of earlier attempts (to their last checkpoint)
+        self.extras_seconds = 0.0  # spent in ``extras``, this attempt
         self._epoch_start = self._train_end = self._fit_start = None
 
     @property
@@ -140,8 +141,10 @@ class EpochMetrics(keras.callbacks.Callback):
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         row.update(temperatures(self.model))
         row["epoch_seconds"] = now - self._epoch_start
+        started = time.perf_counter()
         for extra in self.extras:
             row.update(extra(self.model))
+        self.extras_seconds += time.perf_counter() - started
         self.history.append(row)
         self.tracker.log(row, step=epoch + 1)
         self._epoch_start = None

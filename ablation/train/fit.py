@@ -22,10 +22,11 @@ from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
-from ablation.train.epoch_metrics import EpochMetrics, MeanLoss
+from ablation.train.compile import compile_model, pad_batches
+from ablation.train.epoch_metrics import EpochMetrics
 from ablation.train.progress import prints_lines
 from ablation.train.progress_callback import ProgressLine
-from ablation.train.schedules import WarmupCosineDecay
+from ablation.train.timings import Phases
 
 log = logging.getLogger(__name__)
 
@@ -42,86 +43,6 @@ def keras_verbosity(value) -> int | str:
     if value == "auto":
         return 1 if sys.stdout.isatty() else 0
     return value
-
-
-def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
-    """Linear warm-up, then per-step cosine from the peak down to ``min_learning_rate``.
-
-    The warm-up is ``warmup_epochs`` epochs when set (the official code: 10),
-    else ``warmup_fraction`` of all steps. The keras.io example builds this
-    schedule and never hands it to the optimizer; here it is applied.
-    """
-    total = int(trainer["epochs"]) * steps_per_epoch
-    if trainer.get("warmup_epochs") is not None:
-        warmup = min(int(trainer["warmup_epochs"]) * steps_per_epoch, total - 1)
-    else:
-        warmup = int(total * float(trainer["warmup_fraction"]))
-    peak = float(trainer["learning_rate"])
-    alpha = float(trainer.get("min_learning_rate") or 0.0) / peak  # floor, as a share of peak
-    if warmup == 0:
-        return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total, alpha=alpha)
-    # the warm-up rises linearly from the floor (0 by default; the official code: 1e-6)
-    return WarmupCosineDecay(
-        float(trainer.get("min_learning_rate") or 0.0), decay_steps=max(total - warmup, 1),
-        warmup_target=peak, warmup_steps=warmup, alpha=alpha)
-
-
-def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
-                  num_classes: int, soft_targets: bool = False) -> keras.Model:
-    """AdamW on the schedule; with ``soft_targets`` (label smoothing, Mixup/CutMix)
-    the loss and metrics take one-hot/soft target rows instead of class ids.
-
-    Sample weights (0 on the rows that pad a batch, see
-    :mod:`ablation.data.batches`) are honoured everywhere: the loss is the
-    weighted mean over the batch (``mean_with_sample_weight``, Keras >= 3.7;
-    the default divides by the row count, padding included), so a padded
-    batch's gradient is the unpadded batch's; the metrics are compiled as
-    ``weighted_metrics`` (plain ``metrics`` ignore sample weights); and the
-    epoch's ``loss`` is :class:`MeanLoss`. Without sample weights all of these
-    are the plain means.
-    """
-    k = min(5, num_classes)
-    smoothing = float(trainer.get("label_smoothing", 0.0))
-    if soft_targets:
-        loss = keras.losses.CategoricalCrossentropy(
-            from_logits=True, label_smoothing=smoothing, reduction="mean_with_sample_weight")
-        metrics = [keras.metrics.CategoricalAccuracy(name="top1"),
-                   keras.metrics.TopKCategoricalAccuracy(k=k, name="top5")]
-    else:
-        loss = keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, reduction="mean_with_sample_weight")
-        metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1"),
-                   keras.metrics.SparseTopKCategoricalAccuracy(k=k, name="top5")]
-    model.compile(
-        optimizer=keras.optimizers.AdamW(
-            learning_rate=learning_rate_schedule(trainer, steps_per_epoch),
-            weight_decay=float(trainer["weight_decay"])),
-        loss=loss,
-        weighted_metrics=[MeanLoss(soft=soft_targets, label_smoothing=smoothing), *metrics])
-    return model
-
-
-def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
-    """``trainer.pad_batches``: fill short batches with weight-0 rows (one compiled
-    program per job for training and one for evaluation; see :mod:`ablation.data.batches`).
-
-    ``auto`` pads where the model is compiled with XLA (``model.jit_compile``:
-    JAX, TensorFlow on a GPU), which compiles a program per batch shape;
-    TensorFlow on the CPU traces a shape in a fraction of a second, and keeps
-    the array input. Only for a model compiled to weigh samples as
-    :func:`compile_model` does: a checkpoint's model comes compiled as it was
-    saved, and a model whose metrics ignore sample weights would count the padding rows.
-    """
-    setting = trainer.get("pad_batches", "auto")
-    if not (bool(model.jit_compile) if setting == "auto" else setting):
-        return False
-    config = model.get_compile_config() or {}
-    weighted = (getattr(model.loss, "reduction", None) == "mean_with_sample_weight"
-                and not config.get("metrics") and bool(config.get("weighted_metrics")))
-    if not weighted:
-        log.info("the checkpoint's model does not weigh its loss and metrics by sample: "
-                 "its batches are not padded")
-    return weighted
 
 
 def trainable_count(model: keras.Model) -> int:
@@ -176,13 +97,15 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     epochs.extras = locality.epoch_extras(probe, config)
     # Per job: a sweep's jobs in one process may ask for different precisions.
     keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+    phases = Phases()
     if resume_from is None:
         keras.utils.set_random_seed(seed)
-        model = build_model(config, data.num_classes, data.input_shape,
-                            normalization_data=data.x_train)
-        passes = int(trainer.get("passes_per_epoch", 1))
-        steps_per_epoch = math.ceil(len(data.x_train) * passes / batch)
-        compile_model(model, trainer, steps_per_epoch, data.num_classes, soft_targets=soft)
+        with phases("build"):
+            model = build_model(config, data.num_classes, data.input_shape,
+                                normalization_data=data.x_train)
+            passes = int(trainer.get("passes_per_epoch", 1))
+            steps_per_epoch = math.ceil(len(data.x_train) * passes / batch)
+            compile_model(model, trainer, steps_per_epoch, data.num_classes, soft_targets=soft)
         initial_epoch = 0
     else:
         model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
@@ -231,8 +154,9 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
             f"{len(epochs.history)}; lower trainer.learning_rate")
 
     test_x, test_y, *test_weights = split(data.x_test, data.y_test)
-    test = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
-                          batch_size=batch, verbose=0, return_dict=True)
+    with phases("test"):
+        test = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
+                              batch_size=batch, verbose=0, return_dict=True)
     val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
     metrics = {
         "test_top1": float(test["top1"]),
@@ -263,17 +187,20 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
                  "num_classes": data.num_classes},
     }
     if probe is not None:  # locality of the final model
-        measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
+        with phases("diagnostics"):
+            measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
         tracker.summarize(locality.summary_metrics(measured["diagnostics"]))
         tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
     # last, so a model file beside a record always comes from the run it describes
     measured["model_file"] = None
     if trainer.get("save_model", True):
-        saved = save_trained(model, checkpoint_dir.parent / MODEL_FILENAME)
+        with phases("save_model"):
+            saved = save_trained(model, checkpoint_dir.parent / MODEL_FILENAME)
         measured["model_file"] = saved.name
         if (config.get("wandb") or {}).get("log_model"):
             tracker.model(saved)
+    measured["timings"] = phases.summary(epochs)
     tracker.summarize({
         "test/top1": measured["metrics"]["test_top1"],
         "test/top5": measured["metrics"]["test_top5"],

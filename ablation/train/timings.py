@@ -1,0 +1,52 @@
+"""Where a job's seconds went: the record's ``timings``.
+
+The benchmark of a whole sweep (``python -m ablation.bench phases``) splits
+its wall time with these: building, the first epoch's excess over a steady
+one (tracing and compiling), training, per-epoch evaluation, the locality
+diagnostics, the final test and saving the model. The job adds its data
+loading and its own start and end (:mod:`ablation.job.lifecycle`).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+from ablation.train.epoch_metrics import EpochMetrics
+
+
+class Phases:
+    """Seconds per named phase, summed over every ``with phases("name"):``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def summary(self, epochs: EpochMetrics) -> dict[str, float | None]:
+        """The timed phases plus what the epochs' clocks say, this attempt's
+        epochs only (a resumed run's earlier attempts are in its history).
+
+        ``first_epoch_excess`` is the first epoch's training phase minus the
+        median of the others: the tracing and compiling of the training step
+        (None with a single epoch). ``train`` and ``validation`` are sums over
+        the epochs; ``epoch_diagnostics`` the per-epoch locality measures.
+        """
+        start = epochs.attempt_starts[-1] if epochs.attempt_starts else 0
+        phases = [s for s in epochs.train_phase_seconds[start:] if s is not None]
+        rows = epochs.history[start:]
+        steady = sorted(phases[1:])[len(phases[1:]) // 2] if len(phases) > 1 else None
+        validation = sum(max(row.get("epoch_seconds", 0.0) - s, 0.0)
+                         for row, s in zip(rows, phases))
+        return {**{k: round(v, 3) for k, v in self.seconds.items()},
+                "first_epoch_train": round(phases[0], 3) if phases else None,
+                "first_epoch_excess": (round(max(phases[0] - steady, 0.0), 3)
+                                       if steady is not None else None),
+                "train": round(sum(phases), 3), "validation": round(validation, 3),
+                "epoch_diagnostics": round(epochs.extras_seconds, 3)}

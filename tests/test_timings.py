@@ -1,0 +1,46 @@
+"""The record's ``timings``: where a job's seconds went, consistent with its clocks."""
+from __future__ import annotations
+
+import pytest
+
+from ablation.runs.record import find_records, read_record
+
+PHASES = ("data", "build", "train", "validation", "epoch_diagnostics", "test", "diagnostics",
+          "save_model")
+
+
+@pytest.mark.slow
+def test_every_phase_is_timed_and_the_phases_fit_inside_the_job(smoke_sweep):
+    for path in find_records(smoke_sweep.root):
+        record = read_record(path)
+        timings = record["timings"]
+        assert all(timings[name] >= 0 for name in PHASES), timings
+        assert timings["train"] > 0 and timings["test"] > 0 and timings["diagnostics"] > 0
+        wall = timings["job_ended_unix"] - timings["job_started_unix"]
+        assert timings["job"] == pytest.approx(wall, abs=0.5)
+        assert sum(timings[name] for name in PHASES) <= timings["job"]
+        # fit's wall time holds the epochs' training, evaluation and diagnostics
+        assert (timings["train"] + timings["validation"] + timings["epoch_diagnostics"]
+                <= record["train_seconds"] + 0.01)
+        # two epochs: the first one's excess is its tracing and compiling
+        assert 0 <= timings["first_epoch_excess"] <= timings["first_epoch_train"]
+
+
+def test_phases_sum_repeated_phases():
+    import time
+
+    from ablation.train.epoch_metrics import EpochMetrics
+    from ablation.train.timings import Phases
+
+    phases, epochs = Phases(), EpochMetrics()
+    for _ in range(2):
+        with phases("test"):
+            time.sleep(0.01)
+    epochs.attempt_starts = [0]
+    epochs.train_phase_seconds = [3.0, 1.0, 1.2, 0.8]
+    epochs.history = [{"epoch": i + 1, "epoch_seconds": s + 0.5}
+                      for i, s in enumerate(epochs.train_phase_seconds)]
+    summary = phases.summary(epochs)
+    assert 0.02 <= summary["test"] < 0.5
+    assert summary["first_epoch_excess"] == pytest.approx(2.0)   # 3.0 - median(1.0, 1.2, 0.8)
+    assert summary["train"] == pytest.approx(6.0) and summary["validation"] == pytest.approx(2.0)
