@@ -5,6 +5,7 @@ import pytest
 
 from ablation.bench.__main__ import main as bench_main
 from ablation.bench.sweep import bench_sweep
+from ablation.runs.record import find_records, read_record
 
 
 @pytest.mark.slow
@@ -45,3 +46,27 @@ def test_bench_train_concurrent_refuses_a_baseline(monkeypatch):
                                      "--baseline", "x.py"])
     with pytest.raises(SystemExit, match="drop --baseline"):
         bench_main()
+
+
+@pytest.mark.slow
+def test_bench_phases_splits_a_sweep_into_parts_that_add_up(smoke_sweep):
+    from ablation.bench.phases import JOB_PHASES, job_phases, split
+
+    records = [read_record(p) for p in find_records(smoke_sweep.root)]
+    starts = [r["timings"]["job_started_unix"] for r in records]
+    ends = [r["timings"]["job_ended_unix"] for r in records]
+    result = split(min(starts) - 5.0, max(ends) + 2.0, records)
+    assert result["jobs"] == 4
+    assert result["start_up_s"] == pytest.approx(5.0) and result["end_s"] == pytest.approx(2.0)
+    assert result["wall_s"] == pytest.approx(7.0 + result["jobs_span_s"])
+    for record in records:  # each job's parts add up to the job
+        parts = job_phases(record["timings"])
+        assert set(parts) == set(JOB_PHASES) and min(parts.values()) >= 0
+        assert sum(parts.values()) == pytest.approx(record["timings"]["job"], abs=1e-6)
+    # one job at a time: the jobs' summed time fits in their span
+    assert result["job_sum_s"] <= result["jobs_span_s"] + 0.01 and result["overlap"] <= 1.01
+
+
+def test_bench_phases_refuses_bad_jobs_at_once():
+    with pytest.raises(SystemExit, match="--jobs-at-once must be positive integers"):
+        bench_main(["phases", "--jobs-at-once", "0,x"])

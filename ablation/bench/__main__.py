@@ -10,6 +10,7 @@
     python -m ablation.bench jobs experiment=smoke wandb.mode=disabled --jobs 8
     python -m ablation.bench diagnostics --model keras_io --steps 5
     python -m ablation.bench pipeline --batch-size 128
+    python -m ablation.bench phases --cache both --jobs-at-once 1,4
 
 ``report``: the reporter on synthetic records (:mod:`ablation.bench.report`).
 ``train``, ``augment``: training throughput of the model a run config
@@ -19,7 +20,10 @@ with a baseline in fresh processes (:mod:`ablation.bench.train`).
 (:mod:`ablation.bench.sweep`). ``diagnostics``: what the per-epoch locality
 probe costs against an epoch (:mod:`ablation.bench.diagnostics`).
 ``pipeline``: the input pipeline against the model's training speed
-(:mod:`ablation.bench.pipeline`). Nothing in the product imports this package.
+(:mod:`ablation.bench.pipeline`). ``phases``: a whole sweep, command to report,
+split into start-up, compilation, training, evaluation, diagnostics and the
+report, cold and warm compilation cache, one job at a time and side by side
+(:mod:`ablation.bench.phases`). Nothing in the product imports this package.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ import os
 
 
 def parser() -> argparse.ArgumentParser:
-    from ablation.bench import diagnostics, pipeline
+    from ablation.bench import diagnostics, phases, pipeline
     from ablation.bench.sweep import DEFAULT_SWEEP
 
     top = argparse.ArgumentParser(prog="python -m ablation.bench",
@@ -65,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
         "diagnostics", help="the locality probe's cost against a training epoch"))
     pipeline.add_arguments(sub.add_parser(
         "pipeline", help="the input pipeline's images/s against the model's training"))
+    phases.add_arguments(sub.add_parser(
+        "phases", help="a whole sweep, command to report, split into where its time went"))
     return top
 
 
@@ -99,6 +105,16 @@ def main(argv: list[str] | None = None) -> None:
         from ablation.bench import pipeline
 
         pipeline.run(args)
+    elif args.what == "phases":
+        from ablation.bench.phases import DEFAULT_PHASES_SWEEP, bench_phases
+
+        try:
+            counts = [int(n) for n in args.jobs_at_once.split(",")]
+        except ValueError:
+            counts = []
+        if not counts or min(counts) < 1:
+            raise SystemExit("bench phases: --jobs-at-once must be positive integers, e.g. 1,4")
+        bench_phases(args.overrides or DEFAULT_PHASES_SWEEP, args.cache, counts)
     elif args.worker:
         from ablation.bench.train import measure
 
