@@ -19,7 +19,8 @@ AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
 # model.init (see ablation.model.init): Keras' defaults, the official code's, the keras.io example's.
 INITIALISATIONS = ("keras", "official", "keras_io")
 # model.attention_kernel (see ablation.model.fused_attention): auto picks per backend and
-# device; explicit spells softmax(q.k) v out in keras.ops; fused calls keras.ops.dot_product_attention.
+# device; explicit spells softmax(q.k) v out in keras.ops; fused calls
+# keras.ops.dot_product_attention.
 ATTENTION_KERNELS = ("auto", "explicit", "fused")
 # trainer.protocol: holdout (validation split, final-epoch test) or official (test every epoch).
 PROTOCOLS = ("holdout", "official")

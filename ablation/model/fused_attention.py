@@ -52,20 +52,21 @@ def fused_pays_off(layer, n_tokens: int) -> bool:
     Only where a fused kernel can run: attention dropout 0 and a GPU under JAX
     or PyTorch. On JAX, Keras uses cuDNN's kernel only for 16-bit floats
     (``trainer.precision=mixed_bfloat16``) and head widths that are multiples of
-    8 up to 128, and cuDNN refuses a bias (the LSA mask) in training when the
-    token count is odd (the ``paper`` model's 64 patches and class token);
-    otherwise Keras computes the same function with XLA's ordinary operations,
-    no different in kind from the explicit route, so that route is kept.
-    Everywhere else (TensorFlow, the CPU) the explicit route is the one
-    measured fastest (docs/performance.md).
+    8 up to 128; otherwise it computes the same function with XLA's ordinary
+    operations, no different in kind from the explicit route, so that route is
+    kept. cuDNN also refuses a bias (the LSA mask) in training when the token
+    count is odd (the ``paper`` model's 64 patches and class token); an odd
+    count keeps the explicit route whether the mask is on or not, so the
+    variants of one sweep, which differ in ``lsa``, share one route.
+    Everywhere else (TensorFlow, the CPU) the explicit route is kept
+    (docs/performance.md).
     """
     if layer.dropout > 0.0 or not on_gpu():
         return False
     if keras.backend.backend() == "torch":
         return True
     return (str(layer.compute_dtype) in ("float16", "bfloat16")
-            and layer.key_dim % 8 == 0 and layer.key_dim <= 128
-            and (not layer.mask_diagonal or n_tokens % 2 == 0))
+            and layer.key_dim % 8 == 0 and layer.key_dim <= 128 and n_tokens % 2 == 0)
 
 
 def fused_attention(layer, tokens):
