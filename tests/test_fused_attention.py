@@ -101,6 +101,28 @@ def test_routes_follow_the_key_and_the_config_round_trips():
         MultiHeadSelfAttention(2, 4, attention_kernel="flash")
 
 
+@pytest.mark.parametrize("backend, gpu, precision, key_dim, dropout, tokens, mask, fused", [
+    ("jax", True, "mixed_bfloat16", 16, 0.0, 16, True, True),     # model=tiny in bf16
+    ("jax", True, "float32", 16, 0.0, 16, True, False),           # no cuDNN kernel in float32
+    ("jax", False, "mixed_bfloat16", 16, 0.0, 16, True, False),   # the CPU
+    ("jax", True, "mixed_bfloat16", 16, 0.0, 65, True, False),    # model=paper: odd count,
+    ("jax", True, "mixed_bfloat16", 16, 0.0, 65, False, False),   # with the mask or not
+    ("jax", True, "mixed_bfloat16", 12, 0.0, 16, True, False),    # heads not a multiple of 8
+    ("jax", True, "mixed_bfloat16", 256, 0.0, 16, True, False),   # heads too wide
+    ("jax", True, "mixed_bfloat16", 64, 0.1, 144, True, False),   # keras_io: attention dropout
+    ("torch", True, "float32", 16, 0.0, 65, True, True),
+    ("torch", False, "float32", 16, 0.0, 16, True, False),
+    ("tensorflow", True, "mixed_bfloat16", 16, 0.0, 16, True, False),
+])
+def test_auto_takes_the_fused_route_only_where_a_fused_kernel_runs(
+        backend, gpu, precision, key_dim, dropout, tokens, mask, fused):
+    from ablation.model.fused_attention import fused_pays_off
+
+    layer = MultiHeadSelfAttention(2, key_dim, dropout=dropout, mask_diagonal=mask,
+                                   dtype=precision)
+    assert fused_pays_off(layer, tokens, backend=backend, gpu=gpu) == fused
+
+
 def test_tiny_model_gives_the_same_logits_through_either_route():
     """model=tiny (lsa and a learnable temperature on), the same weights: the
     same logits with model.attention_kernel=fused as with explicit."""

@@ -46,8 +46,10 @@ def on_gpu() -> bool:
     return False
 
 
-def fused_pays_off(layer, n_tokens: int) -> bool:
-    """Whether ``attention_kernel="auto"`` takes the fused route for ``n_tokens``.
+def fused_pays_off(layer, n_tokens: int, backend: str | None = None,
+                   gpu: bool | None = None) -> bool:
+    """Whether ``attention_kernel="auto"`` takes the fused route for ``n_tokens``
+    on ``backend`` (default: Keras's), on a GPU or not (default: :func:`on_gpu`).
 
     Only where a fused kernel can run: attention dropout 0 and a GPU under JAX
     or PyTorch. On JAX, Keras uses cuDNN's kernel only for 16-bit floats
@@ -61,9 +63,12 @@ def fused_pays_off(layer, n_tokens: int) -> bool:
     Everywhere else (TensorFlow, the CPU) the explicit route is kept
     (docs/performance.md).
     """
-    if layer.dropout > 0.0 or not on_gpu():
+    backend = backend or keras.backend.backend()
+    if layer.dropout > 0.0 or backend not in ("jax", "torch"):
         return False
-    if keras.backend.backend() == "torch":
+    if not (on_gpu() if gpu is None else gpu):
+        return False
+    if backend == "torch":
         return True
     return (str(layer.compute_dtype) in ("float16", "bfloat16")
             and layer.key_dim % 8 == 0 and layer.key_dim <= 128 and n_tokens % 2 == 0)
