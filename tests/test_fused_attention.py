@@ -86,6 +86,28 @@ def test_fused_route_computes_the_explicit_one(mask, learnable, per_head, form, 
                                    err_msg=name)
 
 
+def test_fused_route_runs_in_bfloat16():
+    """Under mixed_bfloat16 (the GPU's precision) the route computes in bfloat16,
+    the mask bias cast to it, and stays within bfloat16 rounding of the explicit one."""
+    rng = np.random.default_rng(3)
+    tokens = rng.normal(size=(2, TOKENS, DIM)).astype("float32")
+    saved = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")  # as a job sets it
+    try:
+        layer = MultiHeadSelfAttention(HEADS, KEY_DIM, mask_diagonal=True,
+                                       learnable_temperature=True, temperature_per_head=True,
+                                       temperature_form="multiply", attention_kernel="fused")
+        fused = layer(tokens)
+        explicit = layer.mix(layer.attention_weights(tokens), tokens)
+    finally:
+        keras.mixed_precision.set_global_policy(saved)
+    assert "bfloat16" in str(fused.dtype)
+    fused, explicit = (keras.ops.convert_to_numpy(keras.ops.cast(t, "float32"))
+                       for t in (fused, explicit))
+    assert np.abs(explicit).max() > 0.1
+    np.testing.assert_allclose(fused, explicit, atol=0.03 * np.abs(explicit).max())
+
+
 def test_routes_follow_the_key_and_the_config_round_trips():
     """explicit keeps the spelled-out routes; auto never picks fused on the CPU
     or TensorFlow; fused is refused with attention dropout; get_config keeps it."""
@@ -177,6 +199,7 @@ import test_fused_attention as t
 assert keras.backend.backend() == "jax"
 for case in t.cases():
     t.test_fused_route_computes_the_explicit_one(*case)
+t.test_fused_route_runs_in_bfloat16()
 t.test_routes_follow_the_key_and_the_config_round_trips()
 print("ok")
 '''
