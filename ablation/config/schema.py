@@ -21,8 +21,8 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, Strict, Stri
 from pydantic.fields import FieldInfo
 
 from ablation.config.refusals import ConfigError
-from ablation.config.validate import (AUGMENTATION_IMPLEMENTATIONS, INITIALISATIONS,
-                                      PRECISIONS, PROTOCOLS,
+from ablation.config.validate import (ATTENTION_KERNELS, AUGMENTATION_IMPLEMENTATIONS,
+                                      INITIALISATIONS, PRECISIONS, PROTOCOLS,
                                       WANDB_MODES)
 
 
@@ -113,6 +113,7 @@ class Model(BaseModel):
     drop_path: Rate = 0.0
     init: _one_of(INITIALISATIONS) = "keras"
     layer_norm_epsilon: PositiveNumber = 1e-6
+    attention_kernel: _one_of(ATTENTION_KERNELS) = "auto"
 
 
 class Dataset(BaseModel):

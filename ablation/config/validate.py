@@ -18,6 +18,10 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
 # model.init (see ablation.model.init): Keras' defaults, the official code's, the keras.io example's.
 INITIALISATIONS = ("keras", "official", "keras_io")
+# model.attention_kernel (see ablation.model.fused_attention): auto picks per backend and
+# device; explicit spells softmax(q.k) v out in keras.ops; fused calls
+# keras.ops.dot_product_attention.
+ATTENTION_KERNELS = ("auto", "explicit", "fused")
 # trainer.protocol: holdout (validation split, final-epoch test) or official (test every epoch).
 PROTOCOLS = ("holdout", "official")
 
@@ -37,6 +41,11 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.num_heads={model['num_heads']} does not divide model.dim={model['dim']} "
             f"(needed when model.key_dim is null); set model.key_dim or change num_heads")
+    if model.get("attention_kernel") == "fused" and model.get("attention_dropout"):
+        raise ConfigError(
+            f"model.attention_kernel=fused needs model.attention_dropout=0, got "
+            f"{model['attention_dropout']} (keras.ops.dot_product_attention has no dropout); "
+            f"use model.attention_kernel=auto or explicit")
     if model["image_size"] % model["patch_size"]:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "

@@ -53,6 +53,7 @@ def build_vit(
     temperature_per_head: bool = False,
     temperature_form: str = "divide",
     qkv_bias: bool = True,
+    attention_kernel: str = "auto",
     drop_path: float = 0.0,
     init: str = "keras",
     layer_norm_epsilon: float = LAYER_NORM_EPSILON,
@@ -69,6 +70,8 @@ def build_vit(
     state (the paper's ViT); ``"mean"`` averages the tokens. ``init`` draws the
     initial weights as the code the model reproduces does
     (:mod:`ablation.model.init`); ``layer_norm_epsilon`` is every LayerNorm's.
+    ``attention_kernel`` picks the attention's route
+    (:class:`ablation.model.attention.MultiHeadSelfAttention`).
     """
     if pooling not in ("flatten", "class_token", "mean"):
         raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
@@ -91,6 +94,7 @@ def build_vit(
         temperature_per_head=temperature_per_head,
         temperature_form=temperature_form,
         qkv_bias=qkv_bias,
+        attention_kernel=attention_kernel,
     )
     mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
                dropout=dropout)
