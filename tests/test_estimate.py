@@ -205,3 +205,17 @@ def test_the_smoke_sweeps_estimate_is_within_a_factor_of_two_and_a_half(smoke_sw
                     - datetime.fromisoformat(r["started_at"])).total_seconds() for r in records)
     assert measured / 2.5 <= estimated <= measured * 2.5, (estimated, measured, shown)
     assert "epoch 1/2" not in out  # trainer.verbose=0: no progress lines
+
+
+def test_jobs_side_by_side_give_a_range_from_perfect_overlap_to_none():
+    from ablation.sweep import estimate
+    from ablation.sweep.speed import Speed
+
+    jobs = [compose_config(["experiment=smoke"])] * 4
+    speed = Speed(100.0, 1000.0, 10.0, "probe")
+    one = estimate.report_lines(jobs, [(3, 1000, 100, 100)] * 4, 4, speed, "gpu, jax")
+    four = estimate.report_lines(jobs, [(3, 1000, 100, 100)] * 4, 4, speed, "gpu, jax", 4)
+    total = sum(speed.job_seconds(job, 3, 1000, 100, 100) for job in jobs)
+    assert f"estimate: {estimate.format_duration(total)} on this device" in one[1]
+    assert (f"estimate: {estimate.format_duration(total / 4)} to "
+            f"{estimate.format_duration(total)} with 4 jobs at a time") in four[1]

@@ -23,6 +23,9 @@ NOT_A_SETTING = frozenset({
     "trainer.verbose", "dataset.path", "dataset.search_paths",
     "trainer.data_workers",  # threads preparing the same batches
     "trainer.save_model",  # whether the trained model is kept, not how it is trained
+    # how the same function is computed: the same losses and metrics (tests tie
+    # each route to the reference one), so runs either way compare and resume
+    "trainer.pad_batches", "model.attention_kernel",
 })
 NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
 # A preset's name is no key of the composed config; it names the sweep folder itself.

@@ -74,26 +74,13 @@ class SweepStart(Callback):
             _job_folders[str(config.hydra.sweep.dir)] = [folder for _, folder in jobs]
             return jobs
         self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
-        self._estimate(composed, str(config.hydra.launcher.get("_target_", "")))
+        self._estimate(composed, config.hydra.launcher)
 
     @staticmethod
-    def _estimate(jobs: list[tuple[dict, Path]], launcher: str) -> None:
-        """The sweep's size and estimated wall time (:mod:`ablation.sweep.estimate`),
-        and every job's epochs for the per-epoch lines. An estimate that fails
-        is one warning: the sweep does not depend on it."""
-        from ablation.config.refusals import Refused
-        from ablation.data import DataError
+    def _estimate(jobs: list[tuple[dict, Path]], launcher) -> None:
         from ablation.sweep import estimate
 
-        estimate.set_sweep_epochs(jobs)
-        if not jobs or not jobs[0][0].get("estimate", True):
-            return
-        try:
-            estimate.announce(jobs, in_process=launcher.endswith(".BasicLauncher"))
-        except DataError as e:  # the first job's data: it would be refused there
-            raise Refused(e) from None
-        except Exception as e:
-            log.warning("no estimate: %s: %s", type(e).__name__, e)
+        estimate.before_sweep(jobs, launcher)
 
     @staticmethod
     def _check(jobs_of, sweep_dir: Path | None = None, config=None) -> None:

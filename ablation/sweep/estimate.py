@@ -9,18 +9,22 @@ size and precision on this host and backend (their ``train_images_per_s`` and
 epoch times), or else from a probe: the first job's model built, compiled and
 trained for a few steps on its own data in this process, then evaluated for a
 few, with the compile time measured. The probe runs only where the sweep's
-jobs run in this process (Hydra's basic launcher), so its imports, its data
-and, on JAX with ``gpu.compilation_cache``, its compiled programs serve the
-first job; elsewhere only earlier runs give an estimate. ``estimate=false``
-turns it off. The per-epoch lines that follow are :mod:`ablation.train.progress`.
+jobs run on this machine (Hydra's basic launcher, in this process, whose
+imports, data and, on JAX with ``gpu.compilation_cache``, compiled programs
+then serve the first job; or joblib, side by side, the default on a GPU);
+elsewhere only earlier runs give an estimate. ``estimate=false`` turns it off.
+The per-epoch lines that follow are :mod:`ablation.train.progress`.
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from ablation.sweep.speed import Speed, device_name, earlier_speed, probe, speed_key
 from ablation.train.progress import SWEEP_EPOCHS_ENV, format_duration
+
+log = logging.getLogger(__name__)
 
 LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster paths
 
@@ -28,6 +32,31 @@ LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster pa
 def set_sweep_epochs(jobs: list[tuple[dict, Path]]) -> None:
     """Every job's epochs, in job order, for the per-epoch lines' sweep share and ETA."""
     os.environ[SWEEP_EPOCHS_ENV] = ",".join(str(int(job["trainer"]["epochs"])) for job, _ in jobs)
+
+
+def before_sweep(jobs: list[tuple[dict, Path]], launcher) -> None:
+    """What ``SweepStart`` does before the first job: every job's epochs for the
+    per-epoch lines, then the sweep's size and estimate, as the ``launcher``
+    (Hydra's ``hydra.launcher`` config) will run the jobs. Data the first job
+    cannot load is refused here, in one line; any other failure of the
+    estimate is one warning: the sweep does not depend on it."""
+    from ablation.config.refusals import Refused
+    from ablation.data import DataError
+
+    set_sweep_epochs(jobs)
+    if not jobs or not jobs[0][0].get("estimate", True):
+        return
+    try:
+        target = str(launcher.get("_target_", ""))
+        local = target.endswith((".BasicLauncher", ".JoblibLauncher"))
+        at_once = int(launcher.get("n_jobs", 1) or 1) if "Joblib" in target else 1
+        if at_once < 1:  # joblib's -1: every core
+            at_once = os.cpu_count() or 1
+        announce(jobs, in_process=local, at_once=at_once)
+    except DataError as e:  # the first job's data: it would be refused there
+        raise Refused(e) from None
+    except Exception as e:
+        log.warning("no estimate: %s: %s", type(e).__name__, e)
 
 
 def images(job: dict, counts: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -56,9 +85,11 @@ def epochs_left(job: dict, folder: Path) -> int:
     return max(int(job["trainer"]["epochs"]) - int(done), 0)
 
 
-def announce(jobs: list[tuple[dict, Path]], in_process: bool) -> None:
+def announce(jobs: list[tuple[dict, Path]], in_process: bool, at_once: int = 1) -> None:
     """Print the sweep's size and, where a speed is known or can be probed, its
-    estimated wall time on this device (a few lines on stdout)."""
+    estimated wall time on this device (a few lines on stdout). ``in_process``:
+    the jobs run on this machine (basic or joblib launcher), so a probe here
+    measures their device; ``at_once``: how many run side by side."""
     from ablation.data import load_dataset, load_dataset_cached
 
     todo = [(job, left) for job, folder in jobs if (left := epochs_left(job, folder))]
@@ -77,22 +108,27 @@ def announce(jobs: list[tuple[dict, Path]], in_process: bool) -> None:
         sizes.append((left, *images(job, counts[key])))
     results_dir = Path(str(first.get("results_dir", "results")))
     speed = earlier_speed(first, results_dir) or (probe(first, data) if in_process else None)
-    print("\n".join(report_lines([job for job, _ in todo], sizes, len(jobs), speed, device)),
-          flush=True)
+    print("\n".join(report_lines([job for job, _ in todo], sizes, len(jobs), speed, device,
+                                 min(at_once, len(todo)))), flush=True)
 
 
 def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total_jobs: int,
-                 speed: Speed | None, device: str) -> list[str]:
+                 speed: Speed | None, device: str, at_once: int = 1) -> list[str]:
     """The printed lines for the ``jobs`` that will train, each of ``sizes``
-    (epochs, training images per epoch, evaluated per epoch, test images)."""
+    (epochs, training images per epoch, evaluated per epoch, test images).
+    With ``at_once`` jobs side by side the wall time lies between the sum
+    over the jobs divided by ``at_once`` (perfect overlap) and the sum itself
+    (none): both are printed."""
     lines = [size_line(sizes, total_jobs)]
     if speed is None:
         return [*lines, "estimate: none (no earlier run of this model here, and the probe runs "
-                        "only where the jobs run in this process: the basic launcher)"]
+                        "only where the jobs run on this machine: the basic and joblib launchers)"]
     total = sum(speed.job_seconds(job, *size) for job, size in zip(jobs, sizes))
     mixed = len({speed_key(job, backend="-") for job in jobs}) > 1
+    when = (f"{format_duration(total / at_once)} to {format_duration(total)} with {at_once} "
+            f"jobs at a time" if at_once > 1 else format_duration(total))
     lines.append(
-        f"estimate: {format_duration(total)} on this device ({device}; {speed.source}: "
+        f"estimate: {when} on this device ({device}; {speed.source}: "
         f"{speed.train_images_per_s:,.1f} training images/s, "
         f"{speed.eval_images_per_s:,.0f} evaluated/s, {speed.start_up_s:.0f}s per job to "
         f"build and compile" + (f"; {speed.peak_memory}" if speed.peak_memory else "") + ")"
