@@ -35,3 +35,19 @@ def test_cuda_visible_devices_narrows_the_gpus(monkeypatch):
     assert visible_gpus() == 0
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert visible_gpus() == 0
+
+
+@pytest.mark.parametrize("setting", ["two", 0, -1, 1.5, True])
+def test_a_bad_setting_adds_nothing_and_is_left_to_the_config_check(setting):
+    assert launcher_overrides(SWEEP, setting, gpus=1) == []
+
+
+def test_a_bad_setting_on_a_sweep_is_one_line(tmp_path):
+    from conftest import run_in_process
+
+    result = run_in_process("-m", "seed=0,1", "experiment=smoke", "gpu.jobs_at_once=two",
+                            f"results_dir={tmp_path}/results")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: gpu.jobs_at_once='two' must be auto or a positive integer")
+    assert not (tmp_path / "results").exists()

@@ -92,3 +92,15 @@ def test_wandb_log_model_makes_the_file_a_model_artifact_of_the_run(tmp_path, wa
     assert json.loads(artifact["metadata"]) == {"run_name": "spt+lsa+temp-s0", "group": "smoke"}
     assert "'path': 'model.keras'" in str(artifact["manifest"])
     assert f"'size': '{model_file.stat().st_size}'" in str(artifact["manifest"])
+
+
+def test_a_damaged_model_or_a_sweep_folder_is_a_clear_error(tmp_path):
+    from ablation.model import load_model
+
+    job = tmp_path / "smoke" / "vit-s0"
+    job.mkdir(parents=True)
+    (job / "model.keras").write_text("not a model")
+    with pytest.raises(ValueError, match="not a readable Keras model.*resume=false"):
+        load_model(job)
+    with pytest.raises(FileNotFoundError, match="is a sweep folder: .* vit-s0; pass one job"):
+        load_model(tmp_path / "smoke")

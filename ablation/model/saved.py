@@ -56,12 +56,23 @@ def load_model(path: str | Path, compile: bool = True) -> keras.Model:
 
     path = Path(path)
     if path.is_dir():
+        if not (path / MODEL_FILENAME).exists():
+            jobs = sorted(p.parent.name for p in path.glob(f"*/{MODEL_FILENAME}"))
+            if jobs:  # a sweep's folder: its jobs hold the models
+                raise FileNotFoundError(
+                    f"{path} is a sweep folder: its jobs' models are in {', '.join(jobs[:4])}"
+                    f"{', ...' if len(jobs) > 4 else ''}; pass one job folder")
         path = path / MODEL_FILENAME
     if not path.is_file():
         raise FileNotFoundError(
             f"{path}: no trained model here (a job leaves {MODEL_FILENAME} when it completes "
             f"with trainer.save_model=true)")
-    model = keras.saving.load_model(path, compile=False)
+    try:
+        model = keras.saving.load_model(path, compile=False)
+    except Exception as e:  # a truncated or foreign file: Keras says "File not found"
+        raise ValueError(
+            f"{path} is not a readable Keras model ({type(e).__name__}): it is damaged or "
+            f"incomplete; rerun its job with resume=false to train and save it again") from e
     if compile:
         classes = int(model.output_shape[-1])
         model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -42,7 +42,8 @@ def jobs_at_once(setting, gpus: int) -> int:
     """How many jobs run side by side for ``gpu.jobs_at_once`` on a machine with ``gpus``."""
     if setting == "auto":
         return AUTO_JOBS_AT_ONCE if gpus else 1
-    return int(setting)
+    # anything but a positive integer is refused, in one line, by the config's checks
+    return setting if isinstance(setting, int) and not isinstance(setting, bool) else 1
 
 
 def launcher_overrides(args: list[str], setting, gpus: int | None = None) -> list[str]:
