@@ -19,7 +19,8 @@ TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
 def comparable(record: dict) -> dict:
     """A record without what legitimately differs between launches."""
     history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
-    config = {k: v for k, v in record["config"].items() if k not in ("sweep_id", "results_dir")}
+    config = {k: v for k, v in record["config"].items()
+              if k not in ("sweep_id", "results_dir", "estimate")}  # the shared sweep's is on
     config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
     config["gpu"] = {k: v for k, v in config["gpu"].items()   # a path; how jobs are launched
                      if k not in ("compilation_cache", "jobs_at_once")}
