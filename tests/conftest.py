@@ -49,19 +49,26 @@ def cli_env(extra: dict | None = None) -> dict:
     return {**env, "TF_CPP_MIN_LOG_LEVEL": "2", **(extra or {})}
 
 
-def without_estimate(args) -> list[str]:
-    """A multirun's ``args`` with ``estimate=false`` unless they name ``estimate``:
-    its probe trains a few steps (seconds per sweep, across the suite's many
-    sweeps); the shared smoke sweep keeps it on and tests/test_estimate.py checks it."""
+def suite_defaults(args) -> list[str]:
+    """A multirun's ``args`` with two defaults of the suite, unless they name them:
+    ``estimate=false`` (its probe trains a few steps: seconds per sweep, across the
+    suite's many sweeps; the shared smoke sweep keeps it on and tests/test_estimate.py
+    checks it) and ``gpu.jobs_at_once=1`` (the jobs one after another in the
+    command's process on a GPU machine too, as on the CPU; test_launchers and
+    test_overlap try the other launchers)."""
     args = list(args)
-    if "-m" in args and not any(a.startswith(("estimate=", "--cfg", "--help")) for a in args):
+    if "-m" not in args or any(a.startswith(("--cfg", "--help")) for a in args):
+        return args
+    if not any(a.startswith("estimate=") for a in args):
         args.append("estimate=false")
+    if not any(a.startswith(("gpu.jobs_at_once=", "hydra/launcher=")) for a in args):
+        args.append("gpu.jobs_at_once=1")
     return args
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
-    return subprocess.run([sys.executable, "run_sweep.py", *without_estimate(args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "run_sweep.py", *suite_defaults(args)], cwd=ROOT,
                           env=cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
