@@ -25,7 +25,8 @@ probe costs against an epoch (:mod:`ablation.bench.diagnostics`).
 split into start-up, compilation, training, evaluation, diagnostics and the
 report, cold and warm compilation cache, one job at a time and side by side
 (:mod:`ablation.bench.phases`). ``peer``: the official PyTorch code's training
-step against ``model=paper``, alternating (:mod:`ablation.bench.peer`). Nothing in the product imports this package.
+step against ``model=paper``, alternating (:mod:`ablation.bench.peer`). Nothing in
+the product imports this package.
 """
 from __future__ import annotations
 
