@@ -11,6 +11,7 @@
     python -m ablation.bench diagnostics --model keras_io --steps 5
     python -m ablation.bench pipeline --batch-size 128
     python -m ablation.bench phases --cache both --jobs-at-once 1,4
+    python -m ablation.bench peer --official ../SPT_LSA_ViT --peer-python ../torch/bin/python
 
 ``report``: the reporter on synthetic records (:mod:`ablation.bench.report`).
 ``train``, ``augment``: training throughput of the model a run config
@@ -23,7 +24,9 @@ probe costs against an epoch (:mod:`ablation.bench.diagnostics`).
 (:mod:`ablation.bench.pipeline`). ``phases``: a whole sweep, command to report,
 split into start-up, compilation, training, evaluation, diagnostics and the
 report, cold and warm compilation cache, one job at a time and side by side
-(:mod:`ablation.bench.phases`). Nothing in the product imports this package.
+(:mod:`ablation.bench.phases`). ``peer``: the official PyTorch code's training
+step against ``model=paper``, alternating (:mod:`ablation.bench.peer`). Nothing in
+the product imports this package.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import os
 
 
 def parser() -> argparse.ArgumentParser:
-    from ablation.bench import diagnostics, phases, pipeline
+    from ablation.bench import diagnostics, peer, phases, pipeline
     from ablation.bench.sweep import DEFAULT_SWEEP
 
     top = argparse.ArgumentParser(prog="python -m ablation.bench",
@@ -71,6 +74,8 @@ def parser() -> argparse.ArgumentParser:
         "pipeline", help="the input pipeline's images/s against the model's training"))
     phases.add_arguments(sub.add_parser(
         "phases", help="a whole sweep, command to report, split into where its time went"))
+    peer.add_arguments(sub.add_parser(
+        "peer", help="the official PyTorch code's training step against model=paper"))
     return top
 
 
@@ -105,6 +110,10 @@ def main(argv: list[str] | None = None) -> None:
         from ablation.bench import pipeline
 
         pipeline.run(args)
+    elif args.what == "peer":
+        from ablation.bench import peer
+
+        peer.run(args)
     elif args.what == "phases":
         from ablation.bench.phases import DEFAULT_PHASES_SWEEP, bench_phases
 
