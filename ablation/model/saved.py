@@ -20,7 +20,7 @@ from pathlib import Path
 
 import keras
 
-from ablation.runs.files import unique_tmp
+from ablation.runs.files import fsync_path, temporary_beside
 
 MODEL_FILENAME = "model.keras"
 
@@ -33,15 +33,10 @@ def save_trained(model: keras.Model, path: str | Path) -> Path:
     # moments: two thirds of a compiled model's file)
     copy = keras.Model.from_config(model.get_config())  # uncompiled, unlike clone_model
     copy.set_weights(model.get_weights())
-    fd, tmp = unique_tmp(path.parent, f".{path.name}.", ".keras")
-    os.close(fd)
-    try:
+    with temporary_beside(path.parent, f".{path.name}.", ".keras") as tmp:
         copy.save(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        fsync_path(tmp)
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

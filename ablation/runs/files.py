@@ -9,11 +9,12 @@ the reporter and ``wandb sync .../wandb/offline-run-*`` do not read.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +52,27 @@ def unique_tmp(directory: str | Path, prefix: str, suffix: str = ".tmp") -> tupl
         Path(name).unlink(missing_ok=True)
         raise
     return fd, Path(name)
+
+
+@contextlib.contextmanager
+def temporary_beside(directory: str | Path, prefix: str, suffix: str) -> Iterator[Path]:
+    """A :func:`unique_tmp` name for a writer that opens the file itself (Keras's
+    ``save``), to be renamed into place; removed if it was not."""
+    fd, name = unique_tmp(directory, prefix, suffix)
+    os.close(fd)
+    try:
+        yield name
+    finally:
+        name.unlink(missing_ok=True)
+
+
+def fsync_path(path: str | Path) -> None:
+    """fsync a file written by someone else, or a folder (its renames)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> Path:

@@ -21,13 +21,11 @@ new one), so their states travel in the state file and are assigned back.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,24 +37,12 @@ import numpy as np
 import ablation.model  # noqa: F401
 import ablation.train.schedules  # noqa: F401
 from ablation.data.formats import one_line
-from ablation.runs.files import atomic_write, replaced_folder, set_aside, unique_tmp
+from ablation.runs.files import (atomic_write, fsync_path, replaced_folder, set_aside,
+                                 temporary_beside)
 from ablation.runs.record import STATE_FILE, StateError, read_state_file
 from ablation.train.epoch_metrics import EpochMetrics
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def _unique_tmp(directory: Path, prefix: str, suffix: str) -> Iterator[Path]:
-    """A temporary file name in ``directory`` that no other process can pick
-    (``mkstemp``), with the mode of every other output (not 0600); removed if it
-    was not renamed into place."""
-    fd, name = unique_tmp(directory, prefix, suffix)
-    os.close(fd)
-    try:
-        yield name
-    finally:
-        name.unlink(missing_ok=True)
 
 
 @dataclass
@@ -90,9 +76,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self.directory.mkdir(parents=True, exist_ok=True)
         number = epoch + 1
         model_file = self.directory / f"model-{number}.keras"
-        with _unique_tmp(self.directory, f".tmp-model-{number}-", ".keras") as tmp:
+        with temporary_beside(self.directory, f".tmp-model-{number}-", ".keras") as tmp:
             self.model.save(tmp)
-            _fsync(tmp)
+            fsync_path(tmp)
             os.replace(tmp, model_file)
         state = {"epoch": number, "model": model_file.name, **self.metrics.state(),
                  "seed_states": [keras.ops.convert_to_numpy(v).tolist()
@@ -100,18 +86,10 @@ class EpochCheckpoint(keras.callbacks.Callback):
         text = json.dumps(state, default=str)
         atomic_write(self.directory / f"state-{number}.json", text)
         atomic_write(self.directory / STATE_FILE, text)
-        _fsync(self.directory)  # the renames themselves
+        fsync_path(self.directory)  # the renames themselves
         for old in self.directory.glob("*-*.*"):
             if _epoch_of(old) is not None and _epoch_of(old) < number - 1:
                 old.unlink(missing_ok=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _epoch_of(path: Path) -> int | None:
