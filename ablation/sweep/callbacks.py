@@ -19,8 +19,6 @@ register_resolvers()
 
 log = logging.getLogger(__name__)
 
-SWEEP_SIZE_ENV = "VIT_ABLATION_SWEEP_SIZE"
-
 # Job folders of the sweeps this process started, by sweep folder: SweepEnd
 # needs them, and composing every job's config again costs time per job.
 _job_folders: dict[str, list[Path]] = {}
@@ -52,8 +50,9 @@ class SweepStart(Callback):
     one line and exit 2, before Hydra creates a folder, so it leaves nothing
     behind and never costs the jobs before it. The folders about to be created
     are noted (:mod:`ablation.sweep.cleanup`) so a job that refuses its data later
-    can remove exactly those. The count travels in an environment variable
-    (launchers with worker processes pass it on) for the ``[3/4]`` lines.
+    can remove exactly those. Every job's epochs travel in an environment
+    variable (launchers with worker processes pass it on) for the ``[3/4]``
+    and per-epoch lines (:func:`ablation.sweep.estimate.before_sweep`).
     """
 
     def on_run_start(self, config, **kwargs) -> None:
@@ -70,7 +69,6 @@ class SweepStart(Callback):
 
         def sweep():
             composed[:] = jobs = job_configs(config)
-            os.environ[SWEEP_SIZE_ENV] = str(len(jobs))
             _job_folders[str(config.hydra.sweep.dir)] = [folder for _, folder in jobs]
             return jobs
         self._check(sweep, Path(str(config.hydra.sweep.dir)), config)

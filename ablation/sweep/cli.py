@@ -33,13 +33,12 @@ from ablation.runtime.accelerator import configure as configure_device  # noqa: 
 from ablation.runtime.process import freeze_imported_objects  # noqa: E402
 from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa: E402
 from ablation.sweep import outcomes  # noqa: E402
-from ablation.sweep.callbacks import SWEEP_SIZE_ENV  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
-from ablation.train.progress import JOB_NUM_ENV  # noqa: E402
+from ablation.train.progress import JOB_NUM_ENV, sweep_jobs  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
@@ -71,7 +70,7 @@ def progress_line(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
     position = ""
     if hydra_cfg.mode.name == "MULTIRUN":
-        total = os.environ.get(SWEEP_SIZE_ENV)
+        total = sweep_jobs()
         position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
     return (f"{position}spt={'on' if flags['spt'] else 'off'} "
             f"lsa={'on' if flags['lsa'] else 'off'} "

@@ -25,6 +25,13 @@ def prints_lines(verbose) -> bool:
     return verbose == "auto" and not sys.stdout.isatty()
 
 
+def sweep_jobs(environ=None) -> int | None:
+    """The number of jobs in the running sweep, if this process is in one."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(SWEEP_EPOCHS_ENV)
+    return len(value.split(",")) if value else None
+
+
 def sweep_position(environ=None) -> tuple[int, list[int]] | None:
     """(this job's index, every job's epochs) when running in a sweep, else None."""
     environ = os.environ if environ is None else environ
