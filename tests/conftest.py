@@ -66,6 +66,24 @@ def suite_defaults(args) -> list[str]:
     return args
 
 
+JAX_HEADER = """import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
+"""
+
+
+def run_on_jax(script: str) -> str:
+    """Run ``script`` in a fresh process on the JAX backend, with the repository and
+    tests/ importable (so it can rerun a test module's checks); its stdout. Skipped
+    without jax (the test extra installs it)."""
+    pytest.importorskip("jax", reason="the test extra installs jax")
+    result = subprocess.run([sys.executable, "-c", JAX_HEADER + script, str(ROOT)],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
     return subprocess.run([sys.executable, "run_sweep.py", *suite_defaults(args)], cwd=ROOT,

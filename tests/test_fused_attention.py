@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from ablation.config import ConfigError, validate
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.fused_attention import fused_attention
-from conftest import compose, run_in_process
+from conftest import compose, run_in_process, run_on_jax
 from test_bad_input import assert_refused
 
 HEADS, KEY_DIM, DIM, TOKENS = 2, 4, 6, 9
@@ -191,9 +191,6 @@ def test_fused_with_attention_dropout_is_refused_in_one_line(tmp_path):
 
 
 ON_JAX = r'''
-import os, sys
-os.environ["KERAS_BACKEND"] = "jax"
-sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
 import keras
 import test_fused_attention as t
 assert keras.backend.backend() == "jax"
@@ -209,13 +206,4 @@ print("ok")
 def test_fused_route_computes_the_explicit_one_on_jax():
     """The layer checks above, again on the JAX backend (one fresh process; the
     whole-model test checks wiring that does not depend on the backend)."""
-    pytest.importorskip("jax", reason="the test extra installs jax")
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
-    result = subprocess.run([sys.executable, "-c", ON_JAX, str(ROOT)],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_on_jax(ON_JAX).strip().endswith("ok")

@@ -9,6 +9,7 @@ from ablation.model.attention import MultiHeadSelfAttention
 from ablation.augment.normalization import AdaptedNormalization
 from ablation.model.tokenizer import SHIFTS, PatchTokenizer
 from ablation.model.regularization import FastDropout
+from conftest import run_on_jax
 
 
 def shifted_by_hand(image, dy, dx):
@@ -251,9 +252,6 @@ def test_fast_dropout_refuses_a_rate_outside_0_1():
 
 
 ON_JAX = r'''
-import os, sys
-os.environ["KERAS_BACKEND"] = "jax"
-sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
 import keras
 import test_layers as t
 assert keras.backend.backend() == "jax"
@@ -270,15 +268,7 @@ print("ok")
 @pytest.mark.slow
 def test_fast_paths_compute_the_same_function_on_jax():
     """The equivalence checks above, again on the JAX backend (a fresh process)."""
-    pytest.importorskip("jax", reason="the test extra installs jax")
-    import subprocess
-    import sys
-    from conftest import ROOT
-
-    result = subprocess.run([sys.executable, "-c", ON_JAX, str(ROOT)],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().endswith("ok")
+    assert run_on_jax(ON_JAX).strip().endswith("ok")
 
 
 def test_adapted_normalization_is_kerass_reading_its_statistics_from_its_weights(tmp_path):

@@ -7,9 +7,6 @@ Every comparison is between the same batches padded and unpadded: 100 images
 in batches of 32, so the last batch has 4 real rows and 28 of padding.
 """
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -20,7 +17,7 @@ from ablation.data.batches import Mixer, TrainingBatches, padded, padded_chunks
 from ablation.model import build_model
 from ablation.train.epoch_metrics import EpochMetrics
 from ablation.train.compile import compile_model
-from conftest import ROOT, compose
+from conftest import compose, run_on_jax
 
 N, BATCH, CLASSES, SHAPE = 100, 32, 10, (8, 8, 1)
 TRAIN_KEYS = ("train/loss", "train/top1", "train/top5")
@@ -197,9 +194,7 @@ def test_the_locality_probe_measures_the_same_with_a_padded_last_batch():
 
 
 PROGRAMS = r"""
-import json, logging, os, sys
-os.environ["KERAS_BACKEND"] = "jax"
-sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
+import json, logging
 import jax
 jax.config.update("jax_log_compiles", True)
 compiled = []
@@ -237,12 +232,7 @@ def test_jax_compiles_one_train_and_one_eval_program():
     """An epoch, validated, then a test set of another size: one program
     each when padded; unpadded, each short batch's shape its own. (The probe's
     batches all have one shape: test_padded_rows_are_weight_zero_copies_...)"""
-    pytest.importorskip("jax", reason="the test extra installs jax")
-    result = subprocess.run([sys.executable, "-c", PROGRAMS, str(ROOT)], capture_output=True,
-                            text=True, timeout=600,
-                            env={**os.environ, "KERAS_BACKEND": "jax"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    counts = json.loads(run_on_jax(PROGRAMS).strip().splitlines()[-1])
     assert counts["padded"] == {"train_step": 1, "test_step": 1}
     # train: 32 and 4 rows; eval: 32, 18 (validation) and 6 (test)
     assert counts["unpadded"] == {"train_step": 2, "test_step": 3}
