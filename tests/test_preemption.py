@@ -119,3 +119,23 @@ def test_slurm_preset_requeues_timed_out_jobs():
     launcher = launcher.get("hydra", launcher).get("launcher", launcher)
     assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] > 0
     assert "submitit" in launcher["_target_"]
+
+
+def test_a_stop_swallowed_during_training_is_raised_again_at_the_next_batch():
+    """A stop raised where something swallows it (a finalizer, a library's
+    ``except BaseException``) must not let training run to its end."""
+    from ablation.train.fit import StopWhenAsked
+
+    check = StopWhenAsked()
+    for signum, expected in ((signal.SIGTERM, Interrupted), (signal.SIGINT, KeyboardInterrupt)):
+        with pytest.raises(expected) as stop, interruptible():
+            check.on_train_batch_end(0)  # nothing pending: training goes on
+            try:
+                os.kill(os.getpid(), signum)
+                time.sleep(1)  # the handler runs at the next bytecode
+            except KeyboardInterrupt:
+                pass  # swallowed
+            check.on_train_batch_end(1)
+        assert exit_code(stop.value) == 128 + signum
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    check.on_epoch_end(0)  # outside the block nothing is pending

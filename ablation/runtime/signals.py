@@ -10,6 +10,12 @@ is given up and the job ends exactly as after Ctrl-C: the record says
 preempted, and the process exits with ``128 + signal`` (143 for SIGTERM, 130
 for Ctrl-C), the shell's and the schedulers' convention.
 
+A stop raised where Python swallows exceptions (a finalizer, a library's
+``except BaseException``) would let training run on: the stop is also kept as
+pending (:func:`pending_stop`), and training checks it after every batch and
+epoch (``ablation.train.fit``), raising it again. Ctrl-C takes the same path
+inside the block (unless SIGINT is ignored, as for a background job).
+
 A handler already installed in Python (submitit's, which requeues the Slurm
 job) runs first; its ``SystemExit`` is replaced by :class:`Interrupted`, so the
 job still writes its record before the process ends. Only the first signal
@@ -29,6 +35,15 @@ log = logging.getLogger(__name__)
 # SIGTERM always; SIGUSR2 only where a launcher (submitit) already handles it.
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 _active = False  # an outer interruptible() block already handles them
+_pending: int | None = None  # the signal that stopped the job, until the block ends
+
+
+def pending_stop() -> KeyboardInterrupt | None:
+    """The stop a signal asked for inside :func:`interruptible`, as the exception
+    it raised (raise it again if the job is still running), or None."""
+    if _pending is None:
+        return None
+    return KeyboardInterrupt() if _pending == signal.SIGINT else Interrupted(_pending)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -58,7 +73,7 @@ def stop_name(error: BaseException) -> str:
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
     """Within the block, preemption signals raise :class:`Interrupted`."""
-    global _active
+    global _active, _pending
     if _active or threading.current_thread() is not threading.main_thread():
         yield  # already handled further out; or not the main thread, which alone gets signals
         return
@@ -67,6 +82,10 @@ def interruptible() -> Iterator[None]:
 
     def handler(signum, frame):
         nonlocal raised
+        global _pending
+        if signum == signal.SIGINT:
+            _pending = _pending or signum
+            raise KeyboardInterrupt
         earlier = previous.get(signum)
         if callable(earlier):
             try:
@@ -77,6 +96,7 @@ def interruptible() -> Iterator[None]:
             log.warning("%s received again while stopping: ignored", signal.Signals(signum).name)
             return
         raised = True
+        _pending = signum
         raise Interrupted(signum)
 
     _active = True
@@ -86,9 +106,12 @@ def interruptible() -> Iterator[None]:
             continue
         previous[signum] = current
         signal.signal(signum, handler)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.default_int_handler
+        signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
-        _active = False
+        _active, _pending = False, None
         for signum, earlier in previous.items():
             signal.signal(signum, earlier if earlier is not None else signal.SIG_DFL)

@@ -20,6 +20,7 @@ from ablation.data import Dataset
 from ablation.model import build_model
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
+from ablation.runtime.signals import pending_stop
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.compile import compile_model, pad_batches
@@ -33,6 +34,18 @@ log = logging.getLogger(__name__)
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+class StopWhenAsked(keras.callbacks.Callback):
+    """Raise again a stop (SIGTERM, Ctrl-C) that something swallowed while
+    training went on (:func:`ablation.runtime.signals.pending_stop`)."""
+
+    def _check(self, *args, **kwargs) -> None:
+        stop = pending_stop()
+        if stop is not None:
+            raise stop
+
+    on_train_batch_end = on_test_batch_end = on_epoch_end = _check
 
 
 def keras_verbosity(value) -> int | str:
@@ -117,7 +130,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
              data.name, len(data.x_train), len(data.x_val), len(data.x_test),
              data.input_shape, data.num_classes, f"{params:,}")
 
-    callbacks = [epochs, keras.callbacks.TerminateOnNaN()]
+    callbacks = [epochs, keras.callbacks.TerminateOnNaN(), StopWhenAsked()]
     if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
         callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
                                       epochs.validation_name))
