@@ -174,7 +174,7 @@ def test_fused_with_attention_dropout_is_refused_in_one_line(tmp_path):
     (keras_io's 0.1), and the command line exits 2 before anything trains."""
     for overrides, words in [
         (["model.attention_kernel=flash"],
-         "model.attention_kernel='flash' is not one of auto, explicit, fused"),
+         "model.attention_kernel='flash' is not one of auto, explicit, fused, pallas"),
         (["model=keras_io", "model.attention_kernel=fused"],
          "model.attention_kernel=fused needs model.attention_dropout=0, got 0.1"),
     ]:

@@ -20,8 +20,8 @@ AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
 INITIALISATIONS = ("keras", "official", "keras_io")
 # model.attention_kernel (see ablation.model.fused_attention): auto picks per backend and
 # device; explicit spells softmax(q.k) v out in keras.ops; fused calls
-# keras.ops.dot_product_attention.
-ATTENTION_KERNELS = ("auto", "explicit", "fused")
+# keras.ops.dot_product_attention; pallas is a JAX kernel with attention dropout.
+ATTENTION_KERNELS = ("auto", "explicit", "fused", "pallas")
 # trainer.protocol: holdout (validation split, final-epoch test) or official (test every epoch).
 PROTOCOLS = ("holdout", "official")
 

@@ -24,7 +24,8 @@ import numpy as np
 from keras import layers, ops
 
 from ablation.model.folded_attention import folded_attention
-from ablation.model.fused_attention import ATTENTION_KERNELS, fused_attention, fused_pays_off
+from ablation.model.fused_attention import (ATTENTION_KERNELS, fused_attention, fused_pays_off,
+                                            pallas_attention)
 from ablation.model.regularization import FastDropout
 
 
@@ -69,7 +70,8 @@ class MultiHeadSelfAttention(layers.Layer):
     training calls :meth:`folded_call` when ``key_dim >= dim`` and otherwise
     the plain route with the scale folded into the queries and a constant
     mask bias (:meth:`fast_attention_logits`), or, by ``attention_kernel``,
-    ``keras.ops.dot_product_attention`` (:meth:`route` says which).
+    ``keras.ops.dot_product_attention`` or a JAX Pallas kernel (:meth:`route`
+    says which).
 
     With ``qkv_bias=True`` the q, k, v and output projections all have biases,
     as ``keras.layers.MultiHeadAttention`` (the keras.io example), so parameter
@@ -86,8 +88,9 @@ class MultiHeadSelfAttention(layers.Layer):
         temperature_form: ``"divide"`` or ``"multiply"`` (see above).
         qkv_bias: give the query, key and value projections a bias.
         attention_kernel: ``"explicit"`` (the routes spelled out in keras.ops),
-            ``"fused"`` (``keras.ops.dot_product_attention``; needs ``dropout=0``)
-            or ``"auto"`` (fused only where it can pay off:
+            ``"fused"`` (``keras.ops.dot_product_attention``; needs ``dropout=0``),
+            ``"pallas"`` (one JAX Pallas kernel, dropout included; explicit on
+            the other backends) or ``"auto"`` (fused only where it can pay off:
             :func:`ablation.model.fused_attention.fused_pays_off`).
     """
 
@@ -257,7 +260,9 @@ class MultiHeadSelfAttention(layers.Layer):
 
     def route(self, n: int, dim: int) -> str:
         """The route :meth:`call` takes for ``n`` tokens of width ``dim``:
-        ``"fused"``, ``"folded"`` or ``"plain"``."""
+        ``"pallas"``, ``"fused"``, ``"folded"`` or ``"plain"``."""
+        if self.attention_kernel == "pallas" and keras.backend.backend() == "jax":
+            return "pallas"
         if self.attention_kernel == "fused" or (
                 self.attention_kernel == "auto" and fused_pays_off(self, n)):
             return "fused"
@@ -265,6 +270,8 @@ class MultiHeadSelfAttention(layers.Layer):
 
     def call(self, tokens, training=None):
         route = self.route(tokens.shape[1], tokens.shape[-1])
+        if route == "pallas":
+            return pallas_attention(self, tokens, training=training)
         if route == "fused":
             return fused_attention(self, tokens)
         if route == "folded":

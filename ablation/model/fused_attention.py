@@ -1,5 +1,6 @@
-"""The attention layer's route through ``keras.ops.dot_product_attention``, and the
-choice of route (``model.attention_kernel``).
+"""The attention layer's fused routes, and the choice of route
+(``model.attention_kernel``): ``keras.ops.dot_product_attention`` (``fused``)
+and a JAX Pallas kernel with attention dropout (``pallas``).
 
 ``keras.ops.dot_product_attention`` computes softmax(q.k * scale + bias) v in one
 call, which JAX and PyTorch hand to a fused kernel on a GPU (cuDNN's flash
@@ -20,6 +21,12 @@ Queries, keys and values stay in the (batch, token, head, key_dim) layout the
 projections give, which is the call's own, so nothing is transposed around it.
 Tests tie the route to the explicit one (outputs and gradients, on TensorFlow
 and JAX).
+
+``pallas`` (:mod:`ablation.model.pallas_attention`) takes the same query, keys
+and values into one kernel that also applies attention dropout, for the
+``keras_io`` preset's 0.1. It is JAX only and chosen by name, never by
+``auto``: on another backend the layer keeps its explicit route, so a model
+trained with it loads and runs anywhere.
 """
 from __future__ import annotations
 
@@ -28,7 +35,8 @@ from keras import ops
 
 from ablation.config.validate import ATTENTION_KERNELS
 
-__all__ = ["ATTENTION_KERNELS", "fused_attention", "fused_pays_off", "on_gpu"]
+__all__ = ["ATTENTION_KERNELS", "fused_attention", "fused_pays_off", "on_gpu",
+           "pallas_attention"]
 
 
 def on_gpu() -> bool:
@@ -74,20 +82,48 @@ def fused_pays_off(layer, n_tokens: int, backend: str | None = None,
             and layer.key_dim % 8 == 0 and layer.key_dim <= 128 and n_tokens % 2 == 0)
 
 
-def fused_attention(layer, tokens):
-    """The layer's function through ``keras.ops.dot_product_attention`` (no dropout)."""
-    n = tokens.shape[1]
-    shape = (-1, n, layer.num_heads, layer.key_dim)  # (batch, token, head, key_dim)
+def scaled_projections(layer, tokens):
+    """The layer's queries (a learned temperature folded in), keys and values in
+    the (batch, token, head, key_dim) layout, and the scale left to apply to q.k
+    (the fixed 1/sqrt(key_dim), or 1 with a learned temperature)."""
+    shape = (-1, tokens.shape[1], layer.num_heads, layer.key_dim)
     q = ops.reshape(layer.query(tokens), shape)
     k = ops.reshape(layer.key(tokens), shape)
     v = ops.reshape(layer.value(tokens), shape)
     if layer.temperature is None:
-        scale = float(layer.key_dim) ** -0.5
-    else:
-        temperature = ops.cast(layer.temperature, q.dtype)
-        if layer.temperature_per_head:
-            temperature = ops.reshape(temperature, (1, 1, layer.num_heads, 1))
-        q = q / temperature if layer.temperature_form == "divide" else q * temperature
-        scale = 1.0
-    mixed = ops.dot_product_attention(q, k, v, bias=layer.mask_bias(n, q.dtype), scale=scale)
+        return q, k, v, float(layer.key_dim) ** -0.5
+    temperature = ops.cast(layer.temperature, q.dtype)
+    if layer.temperature_per_head:
+        temperature = ops.reshape(temperature, (1, 1, layer.num_heads, 1))
+    q = q / temperature if layer.temperature_form == "divide" else q * temperature
+    return q, k, v, 1.0
+
+
+def merge_heads(layer, mixed):
+    """(batch, token, head, key_dim) back to tokens, through the output projection."""
+    n = mixed.shape[1]
     return layer.output_dense(ops.reshape(mixed, (-1, n, layer.num_heads * layer.key_dim)))
+
+
+def fused_attention(layer, tokens):
+    """The layer's function through ``keras.ops.dot_product_attention`` (no dropout)."""
+    q, k, v, scale = scaled_projections(layer, tokens)
+    bias = layer.mask_bias(tokens.shape[1], q.dtype)
+    return merge_heads(layer, ops.dot_product_attention(q, k, v, bias=bias, scale=scale))
+
+
+def pallas_attention(layer, tokens, training=None):
+    """The layer's function, attention dropout included, through one JAX Pallas
+    kernel (:mod:`ablation.model.pallas_attention`; the JAX backend only)."""
+    from ablation.model import pallas_attention
+
+    q, k, v, scale = scaled_projections(layer, tokens)
+    if scale != 1.0:
+        q = q * scale
+    rate = layer.dropout if training else 0.0
+    seed = (keras.random.randint((1,), 0, 2**31 - 1, dtype="int32",
+                                 seed=layer.attention_dropout.seed_generator)
+            if rate > 0 else ops.zeros((1,), "int32"))
+    mixed = pallas_attention.attention(q, k, v, seed, rate=rate,
+                                       mask_diagonal=layer.mask_diagonal)
+    return merge_heads(layer, mixed)

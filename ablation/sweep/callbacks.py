@@ -122,9 +122,11 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
     from ablation.data import check_source
     from ablation.data.fingerprint import check_same_data, data_fingerprint, recorded_fingerprint
     from ablation.runs.record import earlier_run
+    from ablation.sweep.preflight import check_attention_kernel
 
     for job, folder in jobs:
         validate(job)
+        check_attention_kernel(job)
         check_folder_names(job, job_folder_name(job, folder))
         check_source(job["dataset"])
         check_paths(job, folder)

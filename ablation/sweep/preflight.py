@@ -25,7 +25,9 @@ Five things cannot wait for Hydra:
   ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
   ``-m --cfg`` is not refused: the command prints every job's config
   (:mod:`ablation.sweep.usage`).
-- A Keras backend that cannot load (:func:`check_backend`), when a job is to run.
+- A Keras backend that cannot load (:func:`check_backend`), when a job is to run,
+  or that cannot run the job's attention kernel (:func:`check_attention_kernel`,
+  per job).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from pathlib import Path
 from ablation.config.compose import check_composes, check_group_options
 from ablation.config.refusals import ConfigError
 
-__all__ = ["check_backend", "check_command_line", "check_commands"]
+__all__ = ["check_attention_kernel", "check_backend", "check_command_line", "check_commands"]
 
 
 def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
@@ -128,3 +130,21 @@ def check_backend() -> None:
         raise ConfigError(f"{where}, but {name} is not installed{hint}")
 
 
+
+
+def check_attention_kernel(job: dict) -> None:
+    """Refuse ``model.attention_kernel=pallas`` on a backend other than JAX, in
+    one line: the layer would quietly keep its explicit route there (which is
+    what lets a model trained with the kernel load anywhere)."""
+    if (job.get("model") or {}).get("attention_kernel") != "pallas":
+        return
+    if "keras" in sys.modules:
+        name = sys.modules["keras"].backend.backend()
+    else:
+        from ablation.runtime.backend import keras_backend_setting
+
+        name = keras_backend_setting()[0]
+    if name != "jax":
+        raise ConfigError(f"model.attention_kernel=pallas needs the JAX backend "
+                          f"(KERAS_BACKEND=jax, pip install -e \".[jax]\"), got {name}; "
+                          f"use model.attention_kernel=auto")

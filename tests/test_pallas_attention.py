@@ -1,0 +1,182 @@
+"""The Pallas attention kernel (``model.attention_kernel=pallas``): its outputs and
+gradients are the explicit route's with the same dropout keep mask, that mask
+drops at the rate asked, independently per element, and the route is taken on
+JAX only (refused in one line for a job on another backend).
+
+The kernel runs in Pallas's interpreter here (no GPU): the same program the GPU
+compiles, evaluated operation by operation."""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax", reason="the test extra installs jax")
+import jax.numpy as jnp  # noqa: E402
+
+from ablation.model import pallas_attention as pa  # noqa: E402
+from conftest import run_in_process, run_on_jax  # noqa: E402
+from test_bad_input import assert_refused  # noqa: E402
+
+
+def qkv(batch, tokens, heads, dim, dtype="float32", seed=0):
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.normal(size=(batch, tokens, heads, dim)), dtype) for _ in range(4)]
+
+
+@pytest.mark.parametrize("batch, tokens, heads, dim, rate, mask, dtype", [
+    (2, 9, 2, 8, 0.0, False, "float32"),   # one block, padded 9 -> 16
+    (2, 9, 2, 8, 0.3, True, "float32"),
+    (2, 36, 3, 16, 0.1, True, "float32"),  # three blocks, the last one part padding
+    (1, 33, 1, 16, 0.5, False, "float32"),  # the last block one real token
+    (2, 20, 2, 16, 0.1, True, "bfloat16"),
+])
+def test_kernel_computes_the_reference(batch, tokens, heads, dim, rate, mask, dtype):
+    """Outputs and gradients in q, k, v equal the plain softmax route's with the
+    same keep mask (:func:`pa.reference`), to float rounding."""
+    q, k, v, probe = qkv(batch, tokens, heads, dim, dtype)
+    seed = jnp.array([1234], jnp.int32)
+    options = dict(rate=rate, mask_diagonal=mask)
+    got = pa.attention(q, k, v, seed, **options)
+    want = pa.reference(q, k, v, seed, **options)
+    assert got.dtype == q.dtype and got.shape == q.shape
+    tolerance = 2e-2 if dtype == "bfloat16" else 2e-5
+    np.testing.assert_allclose(np.float32(got), np.float32(want), atol=tolerance, rtol=tolerance)
+    if rate:  # the mask does something, and the output differs without it
+        undropped = pa.reference(q, k, v, seed, mask_diagonal=mask)
+        assert np.abs(np.float32(want) - np.float32(undropped)).max() > 0.1
+
+    def loss(function):
+        return lambda *x: jnp.sum((function(*x, seed, **options) * probe).astype("float32"))
+
+    got = jax.grad(loss(pa.attention), (0, 1, 2))(q, k, v)
+    want = jax.grad(loss(pa.reference), (0, 1, 2))(q, k, v)
+    for name, g, w in zip("qkv", got, want):
+        w = np.float32(w)
+        assert np.abs(w).max() > 0, name
+        np.testing.assert_allclose(np.float32(g), w, atol=tolerance * max(1.0, np.abs(w).max()),
+                                   rtol=tolerance, err_msg=name)
+
+
+def full_mask(seed, rate, batch=4, heads=4, tokens=144):
+    index = np.arange(tokens)
+    return np.asarray(pa.keep(
+        jnp.int32(seed), jnp.arange(batch)[:, None, None, None],
+        jnp.arange(heads)[None, :, None, None], index[:, None], index[None, :],
+        n_tokens=tokens, num_heads=heads, rate=rate))
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5])
+def test_keep_mask_drops_at_the_rate_independently(rate):
+    """Over keras_io's (4 heads, 144 tokens) maps: the dropped fraction, the
+    fraction of dropped neighbour pairs (along either axis) and the agreement of
+    two seeds are those of independent draws, to within 5 standard errors."""
+    kept = full_mask(7, rate)
+    n = kept.size
+
+    def near(observed, p, count):
+        assert abs(observed - p) < 5 * np.sqrt(p * (1 - p) / count), (observed, p)
+
+    near(1 - kept.mean(), rate, n)
+    for pairs in ((~kept[..., :-1] & ~kept[..., 1:]), (~kept[..., :-1, :] & ~kept[..., 1:, :])):
+        near(pairs.mean(), rate**2, pairs.size)
+    near((kept == full_mask(8, rate)).mean(), rate**2 + (1 - rate)**2, n)
+    assert full_mask(7, 0.0).all()
+
+
+ON_JAX = r'''
+import keras, numpy as np, jax
+from ablation.model import pallas_attention as pa
+from ablation.model.attention import MultiHeadSelfAttention
+from ablation.model.fused_attention import merge_heads, scaled_projections
+import test_fused_attention as t
+assert keras.backend.backend() == "jax"
+RATE, SEED = 0.3, np.array([99], "int32")
+
+def kernel_route(layer, x):
+    q, k, v, scale = scaled_projections(layer, x)
+    return merge_heads(layer, pa.attention(q * scale, k, v, SEED, rate=RATE,
+                                           mask_diagonal=layer.mask_diagonal))
+
+def explicit_route(layer, x):
+    n = x.shape[1]
+    i = np.arange(n)
+    kept = pa.keep(SEED[0], np.arange(x.shape[0])[:, None, None, None],
+                   np.arange(layer.num_heads)[None, :, None, None], i[:, None], i[None, :],
+                   n_tokens=n, num_heads=layer.num_heads, rate=RATE)
+    weights = keras.ops.where(kept, layer.attention_weights(x) / (1 - RATE), 0.0)
+    return layer.mix(weights, x)
+
+for case in t.cases():
+    layer, tokens, probe = t.random_layer(*case, kernel="pallas")
+    layer.dropout = RATE  # the kernel's rate; the layer's own draws its seed
+    assert layer.route(t.TOKENS, t.DIM) == "pallas"
+    np.testing.assert_allclose(kernel_route(layer, tokens), explicit_route(layer, tokens),
+                               rtol=1e-5, atol=1e-5)
+    names = ["tokens", *(w.path for w in layer.trainable_weights)]
+    got = t.gradients(layer, lambda x: kernel_route(layer, x), tokens, probe)
+    want = t.gradients(layer, lambda x: explicit_route(layer, x), tokens, probe)
+    for name, g, w in zip(names, got, want):
+        assert np.abs(w).max() > 0 or name.endswith("key/bias"), name
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(w).max()),
+                                   err_msg=name)
+
+# the layer itself: dropout off at inference (the explicit route's output), a
+# fresh keep mask per training call from the layer's seed generator
+layer = MultiHeadSelfAttention(2, 4, dropout=0.3, mask_diagonal=True,
+                               learnable_temperature=True, attention_kernel="pallas")
+tokens = np.random.default_rng(1).normal(size=(3, t.TOKENS, t.DIM)).astype("float32")
+inference = layer(tokens, training=False)
+np.testing.assert_allclose(inference, layer.mix(layer.attention_weights(tokens), tokens),
+                           rtol=1e-5, atol=1e-5)
+first, second = layer(tokens, training=True), layer(tokens, training=True)
+assert np.abs(first - second).max() > 1e-3 and np.abs(first - inference).max() > 1e-3
+
+# a whole model (model=tiny with attention dropout): the same logits as the
+# explicit route from the same weights, and a training step that moves them
+from omegaconf import OmegaConf
+from conftest import compose
+from ablation.model import build_model
+models = {}
+for kernel in ("explicit", "pallas"):
+    cfg = OmegaConf.to_container(compose("model=tiny", "model.attention_dropout=0.1",
+                                         f"model.attention_kernel={kernel}"), resolve=True)
+    keras.utils.set_random_seed(0)
+    models[kernel] = build_model(cfg, 10, (16, 16, 3))
+models["explicit"].set_weights(models["pallas"].get_weights())
+images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype("float32")
+logits = {k: np.asarray(m(images, training=False)) for k, m in models.items()}
+np.testing.assert_allclose(logits["pallas"], logits["explicit"], rtol=1e-4, atol=1e-4)
+model = models["pallas"]
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+before = [np.asarray(w) for w in model.trainable_weights]
+loss = model.train_on_batch(images, np.arange(4))
+assert np.isfinite(loss)
+assert all(np.abs(np.asarray(w) - b).max() > 0 for w, b in zip(model.trainable_weights, before)
+           if "temperature" in w.path)
+print("pallas on jax: ok")
+'''
+
+
+def test_kernel_route_computes_the_explicit_one_on_jax():
+    """On the JAX backend, in every switch combination: the layer's Pallas route
+    equals mix(attention_weights) with the same keep mask, outputs and gradients
+    (tokens, projections, temperature); the layer draws a new mask per training
+    call and none at inference; a whole model gives the explicit route's logits
+    and trains."""
+    assert "pallas on jax: ok" in run_on_jax(ON_JAX)
+
+
+def test_other_backends_keep_the_explicit_route_and_a_job_is_refused(tmp_path):
+    """Off JAX the layer computes its explicit route (a model trained with the
+    kernel loads anywhere), and a job asking for it is refused in one line
+    before anything is written."""
+    import keras
+
+    from ablation.model.attention import MultiHeadSelfAttention
+
+    assert keras.backend.backend() != "jax"
+    layer = MultiHeadSelfAttention(2, 4, dropout=0.1, attention_kernel="pallas")
+    assert layer.route(9, 6) == "plain" and layer.route(9, 4) == "folded"
+    clone = MultiHeadSelfAttention.from_config(layer.get_config())
+    assert clone.attention_kernel == "pallas"
+    result = run_in_process("experiment=smoke", f"results_dir={tmp_path}/results",
+                            "model.attention_kernel=pallas")
+    assert_refused(result, "model.attention_kernel=pallas needs the JAX backend", tmp_path)
