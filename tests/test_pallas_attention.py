@@ -26,6 +26,7 @@ def qkv(batch, tokens, heads, dim, dtype="float32", seed=0):
     (2, 9, 2, 8, 0.3, True, "float32"),
     (2, 36, 3, 16, 0.1, True, "float32"),  # three blocks, the last one part padding
     (1, 33, 1, 16, 0.5, False, "float32"),  # the last block one real token
+    (1, 32, 1, 16, 0.9, True, "float32"),   # two whole blocks, no padding
     (2, 20, 2, 16, 0.1, True, "bfloat16"),
 ])
 def test_kernel_computes_the_reference(batch, tokens, heads, dim, rate, mask, dtype):
@@ -55,6 +56,41 @@ def test_kernel_computes_the_reference(batch, tokens, heads, dim, rate, mask, dt
                                    rtol=tolerance, err_msg=name)
 
 
+def test_one_token_under_the_lsa_mask_attends_to_itself():
+    """A row whose only key is masked keeps it (a finite logit, as the explicit
+    route's), where the padding of its block counts for nothing."""
+    q, k, v, _ = qkv(2, 1, 2, 16)
+    seed = jnp.array([5], jnp.int32)
+    got = pa.attention(q, k, v, seed, rate=0.0, mask_diagonal=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(v), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got),
+                               np.asarray(pa.reference(q, k, v, seed, mask_diagonal=True)),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_kernel_lowers_to_triton_for_a_cuda_gpu(dtype):
+    """At keras_io's shape (4 heads of 64, 144 tokens), forward and backward
+    lower for a CUDA device through Pallas's Triton backend, with no GPU here;
+    a head width the GPU kernel cannot tile is refused in one line."""
+    shape = jax.ShapeDtypeStruct((8, 144, 4, 64), dtype)
+    seed = jax.ShapeDtypeStruct((1,), "int32")
+
+    def forward(q, k, v, s):
+        return pa.attention(q, k, v, s, rate=0.1, mask_diagonal=True, interpret=False)
+
+    def backward(q, k, v, s):
+        return jax.grad(lambda *x: forward(*x, s).astype("float32").sum(), (0, 1, 2))(q, k, v)
+
+    for function, calls in ((forward, 1), (backward, 2)):
+        lowered = jax.jit(function).trace(shape, shape, shape, seed).lower(
+            lowering_platforms=("cuda",)).as_text()
+        assert lowered.count("__gpu$xla.gpu.triton") == calls
+    narrow = jax.ShapeDtypeStruct((8, 144, 4, 12), dtype)
+    with pytest.raises(ValueError, match="powers of 2, at least 16, on a GPU, got key_dim 12"):
+        jax.jit(forward).trace(narrow, narrow, narrow, seed).lower(lowering_platforms=("cuda",))
+
+
 def full_mask(seed, rate, batch=4, heads=4, tokens=144):
     index = np.arange(tokens)
     return np.asarray(pa.keep(
@@ -66,8 +102,9 @@ def full_mask(seed, rate, batch=4, heads=4, tokens=144):
 @pytest.mark.parametrize("rate", [0.1, 0.5])
 def test_keep_mask_drops_at_the_rate_independently(rate):
     """Over keras_io's (4 heads, 144 tokens) maps: the dropped fraction, the
-    fraction of dropped neighbour pairs (along either axis) and the agreement of
-    two seeds are those of independent draws, to within 5 standard errors."""
+    fraction of dropped neighbour pairs (along either axis), and the agreement
+    of two seeds, two images and two heads are those of independent draws, to
+    within 5 standard errors."""
     kept = full_mask(7, rate)
     n = kept.size
 
@@ -77,7 +114,10 @@ def test_keep_mask_drops_at_the_rate_independently(rate):
     near(1 - kept.mean(), rate, n)
     for pairs in ((~kept[..., :-1] & ~kept[..., 1:]), (~kept[..., :-1, :] & ~kept[..., 1:, :])):
         near(pairs.mean(), rate**2, pairs.size)
-    near((kept == full_mask(8, rate)).mean(), rate**2 + (1 - rate)**2, n)
+    agree = rate**2 + (1 - rate)**2
+    near((kept == full_mask(8, rate)).mean(), agree, n)
+    near((kept[:-1] == kept[1:]).mean(), agree, kept[1:].size)
+    near((kept[:, :-1] == kept[:, 1:]).mean(), agree, kept[:, 1:].size)
     assert full_mask(7, 0.0).all()
 
 
@@ -104,11 +144,19 @@ def explicit_route(layer, x):
     weights = keras.ops.where(kept, layer.attention_weights(x) / (1 - RATE), 0.0)
     return layer.mix(weights, x)
 
-for case in t.cases():
+# lsa on and off, the temperature fixed, per layer and per head, in both forms
+# (the interpreter is slow; every combination of the folding itself is tested
+# through the fused route, which shares it)
+CASES = [(True, True, True, "multiply", True), (False, False, False, "divide", True),
+         (True, True, False, "divide", False), (False, True, True, "divide", True)]
+for case in CASES:
     layer, tokens, probe = t.random_layer(*case, kernel="pallas")
     layer.dropout = RATE  # the kernel's rate; the layer's own draws its seed
     assert layer.route(t.TOKENS, t.DIM) == "pallas"
     np.testing.assert_allclose(kernel_route(layer, tokens), explicit_route(layer, tokens),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer(tokens, training=False),  # call() and its scaling
+                               layer.mix(layer.attention_weights(tokens), tokens),
                                rtol=1e-5, atol=1e-5)
     names = ["tokens", *(w.path for w in layer.trainable_weights)]
     got = t.gradients(layer, lambda x: kernel_route(layer, x), tokens, probe)
@@ -134,40 +182,44 @@ assert np.abs(first - second).max() > 1e-3 and np.abs(first - inference).max() >
 from omegaconf import OmegaConf
 from conftest import compose
 from ablation.model import build_model
-models = {}
-for kernel in ("explicit", "pallas"):
-    cfg = OmegaConf.to_container(compose("model=tiny", "model.attention_dropout=0.1",
-                                         f"model.attention_kernel={kernel}"), resolve=True)
-    keras.utils.set_random_seed(0)
-    models[kernel] = build_model(cfg, 10, (16, 16, 3))
-models["explicit"].set_weights(models["pallas"].get_weights())
 images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype("float32")
-logits = {k: np.asarray(m(images, training=False)) for k, m in models.items()}
-np.testing.assert_allclose(logits["pallas"], logits["explicit"], rtol=1e-4, atol=1e-4)
+for switches in (["lsa=true", "learnable_temperature=true"],
+                 ["lsa=false", "learnable_temperature=false"]):
+    models = {}
+    for kernel in ("explicit", "pallas"):
+        cfg = OmegaConf.to_container(compose("model=tiny", "model.attention_dropout=0.1",
+                                             f"model.attention_kernel={kernel}", *switches),
+                                     resolve=True)
+        keras.utils.set_random_seed(0)
+        models[kernel] = build_model(cfg, 10, (16, 16, 3))
+    models["explicit"].set_weights(models["pallas"].get_weights())
+    logits = {k: np.asarray(m(images, training=False)) for k, m in models.items()}
+    np.testing.assert_allclose(logits["pallas"], logits["explicit"], rtol=1e-4, atol=1e-4)
 model = models["pallas"]
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 before = [np.asarray(w) for w in model.trainable_weights]
 loss = model.train_on_batch(images, np.arange(4))
 assert np.isfinite(loss)
-assert all(np.abs(np.asarray(w) - b).max() > 0 for w, b in zip(model.trainable_weights, before)
-           if "temperature" in w.path)
+moved = [np.abs(np.asarray(w) - b).max() > 0 for w, b in zip(model.trainable_weights, before)
+         if "attention" in w.path and not w.path.endswith("key/bias")]  # softmax ignores it
+assert moved and all(moved)
 print("pallas on jax: ok")
 '''
 
 
 def test_kernel_route_computes_the_explicit_one_on_jax():
-    """On the JAX backend, in every switch combination: the layer's Pallas route
+    """On the JAX backend, with and without each switch: the layer's Pallas route
     equals mix(attention_weights) with the same keep mask, outputs and gradients
     (tokens, projections, temperature); the layer draws a new mask per training
-    call and none at inference; a whole model gives the explicit route's logits
-    and trains."""
+    call and none at inference; a whole model, with and without lsa and the
+    learnable temperature, gives the explicit route's logits, and it trains."""
     assert "pallas on jax: ok" in run_on_jax(ON_JAX)
 
 
 def test_other_backends_keep_the_explicit_route_and_a_job_is_refused(tmp_path):
     """Off JAX the layer computes its explicit route (a model trained with the
-    kernel loads anywhere), and a job asking for it is refused in one line
-    before anything is written."""
+    kernel loads anywhere), and a job asking for it there, or with heads the
+    GPU kernel cannot tile, is refused in one line before anything is written."""
     import keras
 
     from ablation.model.attention import MultiHeadSelfAttention
@@ -180,3 +232,7 @@ def test_other_backends_keep_the_explicit_route_and_a_job_is_refused(tmp_path):
     result = run_in_process("experiment=smoke", f"results_dir={tmp_path}/results",
                             "model.attention_kernel=pallas")
     assert_refused(result, "model.attention_kernel=pallas needs the JAX backend", tmp_path)
+    result = run_in_process("experiment=smoke", f"results_dir={tmp_path}/results",
+                            "model.attention_kernel=pallas", "model.key_dim=12")
+    assert_refused(result, "model.attention_kernel=pallas needs a head width that is a power "
+                   "of 2, at least 16, got 12", tmp_path)

@@ -17,24 +17,40 @@ log-sum-exp, with
   (:func:`keep`), so the backward pass regenerates the forward pass's mask
   instead of storing it. Its drop probability is ``rate`` to within 2**-32.
 
-The kernel is JAX only. Off a GPU it runs in Pallas's interpreter, which is
-exact and slow: that is how the tests tie it to the explicit route on the CPU
-(:func:`reference` applies the same keep mask to the plain softmax). The
-plain Keras route stays the reference everywhere and the only route on the
-other backends.
+The kernel is JAX only, written for Pallas's Triton backend. Off a GPU it runs
+in Pallas's interpreter, which is exact and slow: that is how the tests tie it
+to the explicit route on the CPU (:func:`reference` applies the same keep mask
+to the plain softmax), and they also lower it for a CUDA device, which needs
+none. The plain Keras route stays the reference everywhere and the only route
+on the other backends.
 """
 from __future__ import annotations
 
 import functools
+import logging
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pl_triton
 
-__all__ = ["attention", "keep", "reference", "BLOCK"]
+__all__ = ["attention", "fits_gpu", "keep", "reference", "BLOCK"]
 
 BLOCK = 16  # tokens per block: the smallest tile of a GPU matrix instruction, untuned
-_MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)  # a logit whose exp is 0, never -inf
+# The LSA mask's logit: its exp is 0 next to any real logit, and a row whose only
+# key it masks (one token) still has a finite maximum, as in the explicit route.
+_MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
+_log = logging.getLogger(__name__)
+
+
+def _triton_params():
+    """Triton's compiler settings (those of JAX's own Triton attention kernel).
+
+    Naming them also picks Pallas's Triton backend on a GPU: without them JAX
+    0.10 lowers to Mosaic GPU, which refuses the kernel's 4-byte seed block.
+    Older JAX calls the class ``TritonCompilerParams``."""
+    params = getattr(pl_triton, "CompilerParams", None) or pl_triton.TritonCompilerParams
+    return params(num_warps=4, num_stages=2)
 
 
 def _mix32(x):
@@ -65,12 +81,12 @@ def keep(seed, batch, head, rows, cols, *, n_tokens: int, num_heads: int, rate: 
 
 def _scores(q, k, rows, cols, *, n_tokens: int, mask_diagonal: bool):
     """q.k for a block of queries and keys in float32, masked where a key is
-    padding or (LSA) the query's own token."""
+    (LSA) the query's own token, and -inf where it is padding (every block has
+    a real key, so every row keeps a finite maximum)."""
     s = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
-    invalid = cols[None, :] >= n_tokens
     if mask_diagonal:
-        invalid = invalid | (rows[:, None] == cols[None, :])
-    return jnp.where(invalid, _MASKED, s)
+        s = jnp.where(rows[:, None] == cols[None, :], _MASKED, s)
+    return jnp.where(cols[None, :] >= n_tokens, -jnp.inf, s)
 
 
 def _dot(a, b):
@@ -192,6 +208,7 @@ def _forward(seed, q, k, v, rate, mask_diagonal, block, interpret):
         out_shape=[jax.ShapeDtypeStruct(padded[0].shape, q.dtype),
                    jax.ShapeDtypeStruct((batch, num_heads, n_padded), jnp.float32)],
         interpret=interpret,
+        compiler_params=None if interpret else _triton_params(),
         name="lsa_attention_forward",
     )(seed, *padded)
     return o[:, :n_tokens], (seed, *padded, o, lse)
@@ -218,12 +235,26 @@ def _backward(rate, mask_diagonal, block, interpret, residuals, do):
         out_specs=[part, part, part],
         out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v)],
         interpret=interpret,
+        compiler_params=None if interpret else _triton_params(),
         name="lsa_attention_backward",
     )(seed, q, k, v, do.astype(q.dtype), lse, delta)
     return None, dq[:, :n_tokens], dk[:, :n_tokens], dv[:, :n_tokens]
 
 
 _attention.defvjp(_forward, _backward)
+
+
+def fits_gpu(size: int) -> bool:
+    """Whether a head width or block size suits the GPU kernel: Triton's tiles
+    are powers of 2, and its matrix products at least 16 deep."""
+    return size >= 16 and not size & (size - 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_interpreted():
+    _log.warning("model.attention_kernel=pallas: no GPU, so the kernel runs in Pallas's "
+                 "interpreter, exact but several times slower than the explicit route "
+                 "(model.attention_kernel=auto)")
 
 
 def attention(q, k, v, seed, *, rate: float = 0.0, mask_diagonal: bool = False,
@@ -238,10 +269,12 @@ def attention(q, k, v, seed, *, rate: float = 0.0, mask_diagonal: bool = False,
         raise ValueError(f"dropout rate must be in [0, 1), got {rate!r}")
     if interpret is None:
         interpret = jax.devices()[0].platform != "gpu"
+        if interpret:
+            _warn_interpreted()
     dim = q.shape[-1]
-    if not interpret and (dim & (dim - 1) or block & (block - 1) or block < 16):
+    if not interpret and not (fits_gpu(dim) and fits_gpu(block)):
         raise ValueError(f"the Pallas attention kernel needs a head width and block that are "
-                         f"powers of 2 (block at least 16) on a GPU, got key_dim {dim}, block "
+                         f"powers of 2, at least 16, on a GPU, got key_dim {dim}, block "
                          f"{block}: use model.attention_kernel=auto")
     seed = jnp.asarray(seed, jnp.int32).reshape((1,))
     return _attention(seed, q, k, v, float(rate), bool(mask_diagonal), int(block),
