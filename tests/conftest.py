@@ -3,7 +3,9 @@ a user runs it (or in this process, for refusals), and one smoke sweep that
 every test reading a sweep's outputs shares.
 
 Lanes: ``-m "not slow"`` leaves out what trains a model or runs the command
-line end to end (the ``slow`` marker); the full suite is what CI runs.
+line end to end (the ``slow`` marker); the full suite is what CI runs. Both run
+in worker processes (pytest-xdist, ``-n auto`` in pyproject.toml), which share
+the smoke sweep.
 """
 from __future__ import annotations
 
@@ -23,6 +25,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # default float32 matrix product rounds its inputs to TF32 (10-bit mantissa), so
 # two formulations differ by ~1e-3, not by float32 rounding (seen on an H100).
 os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
+
+# Workers for ``-n auto``. Most tests wait on a child process or train a small
+# model on one core, so one worker per core; at most 4, because the tests that
+# time or race processes need room.
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_auto_num_workers(config):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_WORKERS, cores or 1))
+
+
+def pytest_collection_modifyitems(config, items):
+    """The ``slow`` tests first, each group in file order: the workers start on the
+    long ones and the many short ones fill in at the end, instead of one worker
+    finishing the last long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -143,11 +164,29 @@ SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline", "
 def smoke_sweep(tmp_path_factory):
     """One 4-job smoke sweep through the real command line, made once per
     session for every test that only reads what a sweep leaves (records, W&B
-    runs, the report). Tests that change it work on a copy."""
-    root = tmp_path_factory.mktemp("smoke_sweep")
-    result = run_cli(*SMOKE_SWEEP, *smoke_overrides(root))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return SimpleNamespace(root=root, result=result, args=[*SMOKE_SWEEP, *smoke_overrides(root)])
+    runs, the report). Tests that change it work on a copy.
+
+    Under pytest-xdist the workers share it: the first to ask makes it, holding
+    a lock in the session's base folder, and the others wait for it and read
+    what it printed from a file beside it."""
+    import fcntl
+    import json
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # above each worker's own folder
+    root, printed = base / "smoke_sweep", base / "smoke_sweep.json"
+    args = [*SMOKE_SWEEP, *smoke_overrides(root)]
+    with open(base / "smoke_sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not printed.is_file():
+            root.mkdir(exist_ok=True)
+            result = run_cli(*args)
+            assert result.returncode == 0, result.stderr[-3000:]
+            printed.write_text(json.dumps({"stdout": result.stdout, "stderr": result.stderr}))
+        output = json.loads(printed.read_text())
+    result = subprocess.CompletedProcess(args, 0, output["stdout"], output["stderr"])
+    return SimpleNamespace(root=root, result=result, args=args)
 
 
 @pytest.fixture
