@@ -115,7 +115,7 @@ def fused_attention(layer, tokens):
 def pallas_attention(layer, tokens, training=None):
     """The layer's function, attention dropout included, through one JAX Pallas
     kernel (:mod:`ablation.model.pallas_attention`; the JAX backend only)."""
-    from ablation.model import pallas_attention
+    from ablation.model import pallas_attention as kernel  # loads JAX
 
     q, k, v, scale = scaled_projections(layer, tokens)
     if scale != 1.0:
@@ -124,6 +124,5 @@ def pallas_attention(layer, tokens, training=None):
     seed = (keras.random.randint((1,), 0, 2**31 - 1, dtype="int32",
                                  seed=layer.attention_dropout.seed_generator)
             if rate > 0 else ops.zeros((1,), "int32"))
-    mixed = pallas_attention.attention(q, k, v, seed, rate=rate,
-                                       mask_diagonal=layer.mask_diagonal)
+    mixed = kernel.attention(q, k, v, seed, rate=rate, mask_diagonal=layer.mask_diagonal)
     return merge_heads(layer, mixed)
