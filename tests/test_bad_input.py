@@ -163,6 +163,21 @@ def test_a_value_of_the_wrong_type_in_a_later_job_stops_the_sweep_first(tmp_path
     assert_refused(result, message, tmp_path)
 
 
+def test_jobs_that_would_share_a_folder_are_refused_naming_what_they_differ_in(tmp_path):
+    """Values of a key that is not a setting name no folder of their own: the
+    refusal says which key, and how to run both."""
+    from ablation.sweep.callbacks import apart
+
+    result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                            "model.attention_kernel=explicit,fused")
+    assert_refused(result, "two jobs of this sweep would share the folder", tmp_path)
+    assert ("they differ only in model.attention_kernel, which names no folder (not a "
+            "setting); run each under its own name=") in result.stderr
+    assert apart({"a": 1, "b": {"c": 2}}, {"a": 2, "b": {"c": 3}}) == (
+        ": they differ only in a, b.c, which name no folder (not settings); run each under "
+        "its own name=")
+
+
 @pytest.mark.slow
 def test_bad_value_late_in_a_sweep_is_refused_by_the_real_command_line(tmp_path):
     result = run_cli("-m", "experiment=smoke", f"results_dir={tmp_path}/results",

@@ -135,16 +135,29 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
         raise ConfigError(
             "this sweep's jobs would go to several sweep folders (" + ", ".join(
                 sorted(str(d) for d in sweep_dirs)) + "): give the sweep one name=...")
-    seen = set()
+    seen = {}
     for job, folder in jobs:
         if folder in seen:
-            raise ConfigError(f"two jobs of this sweep would share the folder {folder}")
-        seen.add(folder)
+            raise ConfigError(f"two jobs of this sweep would share the folder {folder}"
+                              f"{apart(seen[folder], job)}")
+        seen[folder] = job
         if job.get("resume", True):
             earlier = earlier_run(folder)
             check_same_config(earlier, job, folder)
             if recorded_fingerprint(earlier):
                 check_same_data(earlier, data_fingerprint(job["dataset"]), folder)
+
+
+def apart(first: dict, second: dict) -> str:
+    """For the refusal: the keys two jobs sharing a folder differ in (no setting)."""
+    from ablation.config.settings import flatten
+
+    a, b = flatten(first), flatten(second)
+    if not (keys := sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))):
+        return ""
+    which = ("which names no folder (not a setting)", "which name no folder (not settings)")
+    return f": they differ only in {', '.join(keys)}, {which[len(keys) > 1]}; run each " \
+        "under its own name="
 
 
 # What the suite (and Hydra for it) opens for writing in a job folder and in the
