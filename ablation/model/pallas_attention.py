@@ -64,9 +64,10 @@ def _mix32(x):
 
 
 def keep(seed, batch, head, rows, cols, *, n_tokens: int, num_heads: int, rate: float):
-    """The dropout keep mask for query positions ``rows`` (column) and key
-    positions ``cols`` (row) of one batch element and head: True with
-    probability 1 - ``rate`` (to within 2**-32), independently per element.
+    """The dropout keep mask of one batch element and head, for query positions
+    ``rows`` and key positions ``cols`` (arrays broadcast together, e.g. a
+    column and a row): True with probability 1 - ``rate`` (to within 2**-32),
+    independently per element.
 
     The counter is the element's flat index in (batch, head, query, key) over
     the real token count, so a mask does not depend on the blocking; ``seed``
