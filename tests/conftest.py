@@ -38,13 +38,6 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, cores or 1))
 
 
-def pytest_collection_modifyitems(config, items):
-    """The ``slow`` tests first, each group in file order: the workers start on the
-    long ones and the many short ones fill in at the end, instead of one worker
-    finishing the last long test alone."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

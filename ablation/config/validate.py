@@ -26,6 +26,13 @@ ATTENTION_KERNELS = ("auto", "explicit", "fused", "pallas")
 PROTOCOLS = ("holdout", "official")
 
 
+def fits_gpu(size: int) -> bool:
+    """Whether a head width or block size suits the Pallas attention kernel on a
+    GPU (:mod:`ablation.model.pallas_attention`): Triton's tiles are powers of 2,
+    and its matrix products at least 16 deep."""
+    return size >= 16 and not size & (size - 1)
+
+
 def validate(cfg: Mapping) -> None:
     """Refuse a config that cannot train, with one line naming the fix: every
     value's type and range (:mod:`ablation.config.schema`), then what relates
@@ -46,6 +53,11 @@ def validate(cfg: Mapping) -> None:
             f"model.attention_kernel=fused needs model.attention_dropout=0, got "
             f"{model['attention_dropout']} (keras.ops.dot_product_attention has no dropout); "
             f"use model.attention_kernel=auto or explicit")
+    key_dim = model.get("key_dim") or model["dim"] // model["num_heads"]
+    if model.get("attention_kernel") == "pallas" and not fits_gpu(key_dim):
+        raise ConfigError(f"model.attention_kernel=pallas needs a head width that is a power "
+                          f"of 2, at least 16, got {key_dim} (model.key_dim, or model.dim / "
+                          f"model.num_heads); use model.attention_kernel=auto")
     if model["image_size"] % model["patch_size"]:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "

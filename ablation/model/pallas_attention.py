@@ -34,7 +34,9 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pl_triton
 
-__all__ = ["attention", "fits_gpu", "keep", "reference", "BLOCK"]
+from ablation.config.validate import fits_gpu
+
+__all__ = ["attention", "keep", "reference", "BLOCK"]
 
 BLOCK = 16  # tokens per block: the smallest tile of a GPU matrix instruction, untuned
 # The LSA mask's logit: its exp is 0 next to any real logit, and a row whose only
@@ -243,12 +245,6 @@ def _backward(rate, mask_diagonal, block, interpret, residuals, do):
 
 
 _attention.defvjp(_forward, _backward)
-
-
-def fits_gpu(size: int) -> bool:
-    """Whether a head width or block size suits the GPU kernel: Triton's tiles
-    are powers of 2, and its matrix products at least 16 deep."""
-    return size >= 16 and not size & (size - 1)
 
 
 @functools.lru_cache(maxsize=1)

@@ -131,19 +131,11 @@ def check_backend() -> None:
 
 
 def check_attention_kernel(job: dict) -> None:
-    """Refuse ``model.attention_kernel=pallas``, in one line, for heads the GPU
-    kernel cannot tile (:func:`ablation.model.pallas_attention.fits_gpu`, not
-    imported here: it loads JAX) and on a backend other than JAX (the layer
-    would quietly keep its explicit route there, which is what lets a model
-    trained with the kernel load anywhere)."""
-    model = job.get("model") or {}
-    if model.get("attention_kernel") != "pallas":
+    """Refuse ``model.attention_kernel=pallas`` on a backend other than JAX, in
+    one line: the layer would quietly keep its explicit route there (which is
+    what lets a model trained with the kernel load anywhere)."""
+    if (job.get("model") or {}).get("attention_kernel") != "pallas":
         return
-    key_dim = model.get("key_dim") or model["dim"] // model["num_heads"]
-    if key_dim < 16 or key_dim & (key_dim - 1):
-        raise ConfigError(f"model.attention_kernel=pallas needs a head width that is a power "
-                          f"of 2, at least 16, got {key_dim} (model.key_dim, or model.dim / "
-                          f"model.num_heads); use model.attention_kernel=auto")
     if "keras" in sys.modules:
         name = sys.modules["keras"].backend.backend()
     else:
