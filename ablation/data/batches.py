@@ -21,7 +21,7 @@ a short last batch is filled with weight-0 copies of its own rows, so a
 backend that compiles one program per input shape (XLA) compiles one. The
 padding comes after the per-image augmentation and the mixing, which draw for
 the real rows only, exactly as unpadded; the loss and metrics of
-:func:`ablation.train.fit.compile_model` weigh by sample weight, so the padded
+:func:`ablation.train.compile.compile_model` weigh by sample weight, so the padded
 rows change nothing (see :func:`padded`).
 """
 from __future__ import annotations
@@ -192,10 +192,7 @@ class TrainingBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index: int):
         images, targets = self._batch(index)
-        if not self.pad:
-            return images, targets
-        return (pad_rows(images, self.batch_size), pad_rows(targets, self.batch_size),
-                sample_weights(len(images), self.batch_size))
+        return padded(images, targets, self.batch_size) if self.pad else (images, targets)
 
     def _batch(self, index: int):
         """The real rows of batch ``index``: augmented, then mixed among themselves."""

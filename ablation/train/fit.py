@@ -38,14 +38,18 @@ class TrainingDiverged(RuntimeError):
 
 class StopWhenAsked(keras.callbacks.Callback):
     """Raise again a stop (SIGTERM, Ctrl-C) that something swallowed while
-    training went on (:func:`ablation.runtime.signals.pending_stop`)."""
+    training went on (:func:`ablation.runtime.signals.pending_stop`).
+
+    Checked after each training batch and each epoch, not after evaluation
+    batches: a callback on those makes Keras wait for the device after every
+    one, and the epoch's end follows the evaluation."""
 
     def _check(self, *args, **kwargs) -> None:
         stop = pending_stop()
         if stop is not None:
             raise stop
 
-    on_train_batch_end = on_test_batch_end = on_epoch_end = _check
+    on_train_batch_end = on_epoch_end = _check
 
 
 def keras_verbosity(value) -> int | str:
@@ -166,7 +170,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
             f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
             f"{len(epochs.history)}; lower trainer.learning_rate")
 
-    test_x, test_y, *test_weights = split(data.x_test, data.y_test)
+    test_x, test_y, *test_weights = evaluation if official else split(data.x_test, data.y_test)
     with phases("test"):
         test = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
                               batch_size=batch, verbose=0, return_dict=True)
