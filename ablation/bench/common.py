@@ -1,12 +1,16 @@
 """What every benchmark shares: composing the run config as the sweep command
-does, and alternating two sides so machine drift hits both alike."""
+does, alternating two sides so machine drift hits both alike, and reading a
+worker process's result."""
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 
 from ablation.config.compose import compose_config
 
-__all__ = ["alternate", "compose_config"]
+__all__ = ["alternate", "compose_config", "run_worker", "worker_result"]
 
 
 def alternate(sides: list[str], rounds: int, run, line):
@@ -23,3 +27,18 @@ def alternate(sides: list[str], rounds: int, run, line):
     def median(side: str, key: str) -> float:
         return statistics.median(result[key] for result in runs[side])
     return runs, median
+
+
+def worker_result(tool: str, which: str, returncode: int, stdout: str, stderr: str) -> dict:
+    """A benchmark worker process's result: the JSON object on its last line. A
+    failed worker's output tails go to stderr and ``tool`` exits naming it."""
+    if returncode != 0:
+        sys.stderr.write(stdout[-3000:] + stderr[-3000:])
+        raise SystemExit(f"{tool}: the {which} process failed ({returncode})")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def run_worker(tool: str, which: str, cmd: list[str]) -> dict:
+    """Run a benchmark worker process to its end; :func:`worker_result`."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    return worker_result(tool, which, done.returncode, done.stdout, done.stderr)

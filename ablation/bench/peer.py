@@ -20,11 +20,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from ablation.bench.common import alternate
+from ablation.bench.common import alternate, run_worker
 
 WORKER = Path(__file__).with_name("peer_worker.py")
 # The project's side: the paper's model and training settings on CIFAR-100's shape.
@@ -83,14 +82,6 @@ def project_command(args) -> list[str]:
             "--steps", str(args.steps), "--warmup", str(args.warmup), *project_overrides(args)]
 
 
-def _run(side: str, cmd: list[str]) -> dict:
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
-        raise SystemExit(f"bench peer: the {side} process failed ({done.returncode})")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def summarise(runs: dict[str, list[dict]]) -> dict:
     """Medians of each side's images/s, their ratio (project over official), and
     the round-by-round ratios (each pair ran back to back)."""
@@ -119,7 +110,7 @@ def run(args) -> None:
         raise SystemExit(2) from None
     commands = {"official": official_command(args), "project": project_command(args)}
     runs, _ = alternate(
-        ["official", "project"], args.rounds, lambda side: _run(side, commands[side]),
+        ["official", "project"], args.rounds, lambda side: run_worker("bench peer", side, commands[side]),
         lambda res: (f"{res['train_images_per_s']:9.1f} images/s "
                      f"{res['cpu_ms_per_image']:6.2f} CPU ms/image, "
                      f"{res['params']:,} params, {res['precision']} on {res['device']}"))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.bench.common import alternate, compose_config
+from ablation.bench.common import alternate, compose_config, run_worker, worker_result
 
 # Shapes of the datasets, so the benchmark needs no download: (H, W, C), classes.
 DATASET_SHAPES = {
@@ -121,16 +121,8 @@ def _worker_command(which: str, args) -> list[str]:
     return cmd + args.overrides
 
 
-def _worker_result(which: str, returncode: int, stdout: str, stderr: str) -> dict:
-    if returncode != 0:
-        sys.stderr.write(stdout[-3000:] + stderr[-3000:])
-        raise SystemExit(f"bench train: the {which} process failed ({returncode})")
-    return json.loads(stdout.strip().splitlines()[-1])
-
-
 def _run_worker(which: str, args) -> dict:
-    done = subprocess.run(_worker_command(which, args), capture_output=True, text=True)
-    return _worker_result(which, done.returncode, done.stdout, done.stderr)
+    return run_worker("bench train", which, _worker_command(which, args))
 
 
 def _run_concurrently(args) -> dict:
@@ -150,7 +142,8 @@ def _run_concurrently(args) -> dict:
         for proc, (out, err) in zip(procs, files):
             proc.wait()
             out.seek(0), err.seek(0)
-            results.append(_worker_result("project", proc.returncode, out.read(), err.read()))
+            results.append(worker_result("bench train", "project", proc.returncode, out.read(),
+                                         err.read()))
     finally:  # one failed: stop the others, which would hold the device
         for proc in procs:
             if proc.poll() is None:
