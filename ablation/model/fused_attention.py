@@ -92,11 +92,7 @@ def scaled_projections(layer, tokens):
     v = ops.reshape(layer.value(tokens), shape)
     if layer.temperature is None:
         return q, k, v, float(layer.key_dim) ** -0.5
-    temperature = ops.cast(layer.temperature, q.dtype)
-    if layer.temperature_per_head:
-        temperature = ops.reshape(temperature, (1, 1, layer.num_heads, 1))
-    q = q / temperature if layer.temperature_form == "divide" else q * temperature
-    return q, k, v, 1.0
+    return layer._scaled_query(q, head_axis=2), k, v, 1.0
 
 
 def merge_heads(layer, mixed):
