@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ablation.bench.common import alternate, compose_config, run_worker, worker_result
+from ablation.runtime.accelerator import device_platform
 
 # Shapes of the datasets, so the benchmark needs no download: (H, W, C), classes.
 DATASET_SHAPES = {
@@ -46,20 +47,6 @@ def _peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _device() -> str:
-    import keras
-
-    if keras.backend.backend() == "jax":
-        import jax
-
-        return str(jax.devices()[0].platform)
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
-    return "cpu"
 
 
 def measure(which: str, overrides: list[str], steps: int, warmup: int,
@@ -108,7 +95,7 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
     return {"which": which, "params": int(model.count_params()),
             "train_images_per_s": images / wall, "cpu_ms_per_image": 1000 * cpu / images,
             "eval_images_per_s": images / eval_wall, "peak_rss_mb": _peak_rss_mb(),
-            "backend": keras.backend.backend(), "device": _device(),
+            "backend": keras.backend.backend(), "device": device_platform(),
             "precision": precision, "batch_size": batch,
             "timed_window": [started, started + wall]}
 

@@ -40,18 +40,10 @@ __all__ = ["ATTENTION_KERNELS", "fused_attention", "fused_pays_off", "on_gpu",
 
 
 def on_gpu() -> bool:
-    """Whether the backend computes on a GPU (JAX or PyTorch; False for the others,
-    whose ``dot_product_attention`` has no fused kernel)."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
+    """Whether the backend computes on a GPU."""
+    from ablation.runtime.accelerator import device_platform
 
-        return jax.devices()[0].platform == "gpu"
-    if backend == "torch":
-        import torch
-
-        return torch.cuda.is_available()
-    return False
+    return device_platform() == "gpu"
 
 
 def fused_pays_off(layer, n_tokens: int, backend: str | None = None,

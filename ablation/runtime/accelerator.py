@@ -1,4 +1,5 @@
-"""Accelerator settings that must be made before the backend touches the device."""
+"""Accelerator settings that must be made before the backend touches the device,
+and which kind of device the backend computes on."""
 from __future__ import annotations
 
 import logging
@@ -57,3 +58,24 @@ def _use_compilation_cache(folder: str) -> None:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", folder)
+
+
+def device_platform() -> str:
+    """``"gpu"`` or ``"cpu"`` (JAX: its first device's platform, e.g. ``"tpu"``):
+    where Keras's backend computes."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return str(jax.devices()[0].platform)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    if backend == "torch":
+        import torch
+
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    return "cpu"

@@ -180,19 +180,9 @@ def peak_memory() -> str | None:
 
 
 def device_name() -> str:
+    """``"<platform>, <backend>"``, e.g. ``"gpu, jax"``."""
     import keras
 
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
+    from ablation.runtime.accelerator import device_platform
 
-        return f"{jax.devices()[0].platform}, jax"
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return f"{'gpu' if tf.config.list_logical_devices('GPU') else 'cpu'}, tensorflow"
-    if backend == "torch":
-        import torch
-
-        return f"{'gpu' if torch.cuda.is_available() else 'cpu'}, torch"
-    return f"cpu, {backend}"
+    return f"{device_platform()}, {keras.backend.backend()}"
