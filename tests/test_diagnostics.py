@@ -91,7 +91,7 @@ def _tiny_model(lsa, pooling="flatten"):
     keras.utils.set_random_seed(0)
     return build_vit(10, (8, 8, 1), spt=False, lsa=lsa, learnable_temperature=lsa,
                      image_size=16, patch_size=4, dim=16, depth=3, num_heads=2, key_dim=8,
-                     mlp_hidden_units=[16], pooling=pooling, normalization_data=None)
+                     mlp_hidden_units=[16], pooling=pooling, normalization=None)
 
 
 @pytest.mark.parametrize("pooling", ["flatten", "class_token"])

@@ -10,7 +10,7 @@ import numpy as np
 from keras import layers
 
 from ablation.augment.affine import AffineAugmentation
-from ablation.augment.normalization import AdaptedNormalization
+from ablation.augment.normalization import AdaptedNormalization, ChannelStatistics
 from ablation.augment.recipe import recipe_layers
 from ablation.augment.seeding import layer_seed
 from ablation.config.validate import AUGMENTATION_IMPLEMENTATIONS
@@ -18,7 +18,7 @@ from ablation.config.validate import AUGMENTATION_IMPLEMENTATIONS
 
 def build_augmentation(
     image_size: int,
-    normalization_data: np.ndarray | None,
+    statistics: ChannelStatistics | np.ndarray | None,
     horizontal_flip: bool = True,
     rotation: float = 0.0,
     zoom: float = 0.0,
@@ -29,8 +29,9 @@ def build_augmentation(
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
 
-    The normalisation statistics
-    are adapted on ``normalization_data`` (the training split).
+    ``statistics`` are the normalisation's
+    (:mod:`ablation.augment.normalization`), or the training images to compute
+    them from exactly; None leaves mean 0 and variance 1 until weights are loaded.
     ``implementation="fused"`` does resize, flip, rotation and zoom as one
     affine resample (:class:`ablation.augment.affine.AffineAugmentation`, fast on every
     backend); ``"keras_layers"`` chains the keras.io example's four layers;
@@ -48,8 +49,10 @@ def build_augmentation(
         raise ValueError(f"augmentation.implementation must be one of "
                          f"{', '.join(AUGMENTATION_IMPLEMENTATIONS)}, got {implementation!r}")
     normalization = AdaptedNormalization(name="normalization")
-    if normalization_data is not None:
-        normalization.adapt(normalization_data)
+    if isinstance(statistics, ChannelStatistics):
+        normalization.set_statistics(statistics)
+    elif statistics is not None:
+        normalization.adapt(np.asarray(statistics))
     if implementation == "official":
         # flip, crop, AutoAugment, erasing and mixing run in the input pipeline
         # (ablation.augment.official, ablation.data.batches); the model normalises

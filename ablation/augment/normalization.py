@@ -1,14 +1,104 @@
-"""Normalisation with adapted statistics, the first step of the augmentation chain."""
+"""Normalisation, the first step of the augmentation chain, and its statistics.
+
+The statistics are per channel, in raw pixel units (0-255), and exact at any
+size: :func:`channel_statistics` sums in float64 over chunks. A float32 mean
+over a whole CIFAR training split (about 1.5e8 values a channel) is not: the
+running sum stops growing once one more pixel is below its precision, which
+is what ``keras.layers.Normalization.adapt`` computes on a float32 array
+(its mean comes out near 0.33 of the range for any image set that size).
+
+``augmentation.normalization`` chooses them: ``adapted`` (the training
+split's own) or ``official`` (the official code's ``Normalize`` constants for
+the dataset, ``dataset.official_statistics``); :func:`normalization_statistics`
+is the one place that choice is read.
+"""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import keras
+import numpy as np
 from keras import layers, ops
+
+# Rows summed at a time: a float64 copy of a chunk, not of the data.
+_CHUNK = 4096
+PIXEL_RANGE = 255.0
+
+
+@dataclass(frozen=True)
+class ChannelStatistics:
+    """Per-channel mean and standard deviation in raw pixel units, and where they came from."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    source: str = "adapted"
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self.std * self.std
+
+    def as_record(self) -> dict:
+        """The statistics as a run record states them (fractions of the pixel range)."""
+        return {"source": self.source,
+                "mean": [round(float(v) / PIXEL_RANGE, 6) for v in self.mean],
+                "std": [round(float(v) / PIXEL_RANGE, 6) for v in self.std]}
+
+
+def channel_statistics(images: np.ndarray) -> ChannelStatistics:
+    """The exact mean and (population) standard deviation of each channel of
+    ``images`` (..., C), in float64, two passes over chunks of rows."""
+    images = np.asarray(images)
+    if images.ndim < 2 or images.size == 0:
+        raise ValueError(f"normalisation statistics need a non-empty (N, ..., C) array, "
+                         f"got shape {images.shape}")
+    channels = images.shape[-1]
+    rows = images.reshape(len(images), -1, channels)
+    count = rows.shape[0] * rows.shape[1]
+    total = np.zeros(channels)
+    for start in range(0, len(rows), _CHUNK):
+        total += np.asarray(rows[start:start + _CHUNK], np.float64).sum(axis=(0, 1))
+    mean = total / count
+    squares = np.zeros(channels)
+    for start in range(0, len(rows), _CHUNK):
+        centred = np.asarray(rows[start:start + _CHUNK], np.float64) - mean
+        squares += (centred * centred).sum(axis=(0, 1))
+    return ChannelStatistics(mean, np.sqrt(squares / count), "adapted")
+
+
+def official_statistics(dataset: Mapping) -> ChannelStatistics:
+    """``dataset.official_statistics`` (fractions of the range) in raw pixel units."""
+    given = dataset.get("official_statistics")
+    if not given:
+        raise ValueError(f"dataset {dataset.get('name')!r} has no official_statistics: "
+                         f"use augmentation.normalization=adapted")
+    return ChannelStatistics(np.asarray(given["mean"], np.float64) * PIXEL_RANGE,
+                             np.asarray(given["std"], np.float64) * PIXEL_RANGE, "official")
+
+
+def normalization_statistics(config: Mapping, x_train: np.ndarray | None
+                             ) -> ChannelStatistics | None:
+    """The statistics a run config asks for: the official constants, or the
+    training images' own (None when neither is given)."""
+    choice = (config.get("augmentation") or {}).get("normalization", "adapted")
+    if choice == "official":
+        statistics = official_statistics(config["dataset"])
+        if x_train is not None and len(statistics.mean) != np.shape(x_train)[-1]:
+            raise ValueError(f"dataset.official_statistics has {len(statistics.mean)} "
+                             f"channels, the images {np.shape(x_train)[-1]}")
+        return statistics
+    if choice != "adapted":
+        raise ValueError(f"augmentation.normalization={choice!r}: use adapted or official")
+    return None if x_train is None else channel_statistics(x_train)
 
 
 @keras.saving.register_keras_serializable(package="ablation")
 class AdaptedNormalization(layers.Normalization):
-    """``keras.layers.Normalization`` that reads its adapted statistics from its
-    weights when called.
+    """``keras.layers.Normalization`` with exact statistics, read from its weights when called.
+
+    ``adapt`` on an array computes the statistics exactly
+    (:func:`channel_statistics`) instead of the keras layer's float32 mean;
+    :meth:`set_statistics` takes given ones.
 
     Keras's layer turns the adapted mean and variance into constant tensors,
     which a compiled train step then holds as constants: two jobs whose
@@ -20,6 +110,21 @@ class AdaptedNormalization(layers.Normalization):
     constructor stay constants, as there. Unlike the keras layer it runs on
     the model's backend only (never inside a tf.data pipeline).
     """
+
+    def adapt(self, data):
+        if not isinstance(data, np.ndarray) or tuple(self.axis) != (-1,):
+            return super().adapt(data)
+        self.set_statistics(channel_statistics(data), input_shape=data.shape)
+
+    def set_statistics(self, statistics: ChannelStatistics, input_shape=None) -> None:
+        """Normalise with ``statistics`` (per channel, the layer's input units)."""
+        if not self.built:
+            channels = len(statistics.mean)
+            self.build(tuple(input_shape) if input_shape is not None
+                       else (None, None, None, channels))
+        self.adapt_mean.assign(np.asarray(statistics.mean, np.float32))
+        self.adapt_variance.assign(np.asarray(statistics.variance, np.float32))
+        self.finalize_state()
 
     def call(self, inputs):
         if self.input_mean is not None or self.invert or tuple(self.axis) != (-1,):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ablation.augment import pil_ops
 from ablation.augment.autoaugment import CIFAR10_POLICY
+from ablation.augment.normalization import PIXEL_RANGE, ChannelStatistics
 
 # The official SubPolicy's magnitude tables (index 0-9).
 RANGES = {
@@ -161,23 +162,16 @@ class OfficialAugment:
         return np.stack([self.image(im, rng) for im in pixels])
 
 
-def erasing_fill(x_train: np.ndarray) -> np.ndarray:
+def erasing_fill(statistics: ChannelStatistics) -> np.ndarray:
     """Raw-pixel fill equal to the official normalised fill (the channel means in [0, 1])."""
-    channels = x_train.shape[-1]
-    total, squares, count = np.zeros(channels), np.zeros(channels), 0
-    for start in range(0, len(x_train), 4096):  # in chunks: no float64 copy of the data
-        chunk = np.asarray(x_train[start:start + 4096], dtype=np.float64).reshape(-1, channels)
-        total += chunk.sum(axis=0)
-        squares += (chunk * chunk).sum(axis=0)
-        count += len(chunk)
-    mean = total / max(count, 1)
-    std = np.sqrt(np.maximum(squares / max(count, 1) - mean * mean, 0.0))
-    return (mean + std * mean / 255.0).astype(np.float32)
+    fill = statistics.mean + statistics.std * statistics.mean / PIXEL_RANGE
+    return fill.astype(np.float32)
 
 
-def from_config(augmentation: Mapping, x_train: np.ndarray) -> OfficialAugment:
-    """The pipeline ``augmentation.implementation=official`` describes."""
-    return OfficialAugment(erasing_fill(x_train),
+def from_config(augmentation: Mapping, statistics: ChannelStatistics) -> OfficialAugment:
+    """The pipeline ``augmentation.implementation=official`` describes, for a model
+    that normalises with ``statistics``."""
+    return OfficialAugment(erasing_fill(statistics),
                            horizontal_flip=bool(augmentation.get("horizontal_flip", True)),
                            crop_padding=int(augmentation.get("crop_padding") or 0),
                            policy=augmentation.get("policy"),

@@ -27,7 +27,7 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, input_size: int | No
     Keys (all optional, off by default): ``crop_padding`` (pixels: a random
     crop of the original size from the zero-padded image), ``policy``
     (``autoaugment`` = the CIFAR-10 policy, ``randaugment``, or null),
-    ``random_erasing`` (probability). Other keys (``mixing``) belong to the
+    ``random_erasing`` (probability). Other keys (``mixing``, ``normalization``) belong to the
     input pipeline and are ignored here.
     """
     before, after = [], []

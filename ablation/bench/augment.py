@@ -66,6 +66,7 @@ def bench_official(config, batch: int, steps: int) -> None:
     config's model on its output: how many cores the pipeline needs to feed it."""
     import keras
 
+    from ablation.augment.normalization import channel_statistics
     from ablation.augment.official import from_config
     from ablation.data.batches import Mixer, TrainingBatches
     from ablation.model import build_model
@@ -76,7 +77,7 @@ def bench_official(config, batch: int, steps: int) -> None:
     x = x.astype("float32")
     y = np.arange(len(x)) % classes
     data = TrainingBatches(x, y, classes, batch, mixer=Mixer(1.0, seed=0),
-                           augment=from_config(config["augmentation"], x), seed=0)
+                           augment=from_config(config["augmentation"], channel_statistics(x)), seed=0)
     data[0]
     cpu, wall = time.process_time(), time.perf_counter()
     for i in range(steps):

@@ -48,7 +48,7 @@ def benchmark(batch_size: int = 128, batches: int = 60, model_steps: int = 4) ->
                           key_dim=16, mlp_hidden_units=[384], mlp_output_units=192,
                           pooling="class_token", temperature_per_head=True,
                           temperature_form="multiply", qkv_bias=False, drop_path=0.1,
-                          augmentation=recipe, normalization_data=x[:256])
+                          augmentation=recipe, normalization=x[:256])
         model.compile(optimizer="adamw", loss=keras.losses.CategoricalCrossentropy(
             from_logits=True, label_smoothing=0.1))
         model.train_on_batch(*data[0])  # tracing

@@ -74,6 +74,8 @@ class Trainer(BaseModel):
     batch_size: PositiveInt
     learning_rate: PositiveNumber
     weight_decay: NonNegative = 0.0
+    optimizer_epsilon: PositiveNumber = 1e-7
+    epsilon_form: _one_of(("keras", "torch")) = "keras"
     warmup_fraction: Annotated[NonNegative, Field(lt=1, description="must be in [0, 1)")]
     warmup_epochs: Count | None = None
     min_learning_rate: NonNegative = 0.0
@@ -116,8 +118,17 @@ class Model(BaseModel):
     attention_kernel: _one_of(ATTENTION_KERNELS) = "auto"
 
 
+class Statistics(BaseModel):
+    model_config = _group("forbid")
+    mean: Annotated[list[_number("must be in [0, 1]", ge=0, le=1)], Field(
+        min_length=1, max_length=3, description="must be a list of 1 or 3 numbers in [0, 1]")]
+    std: Annotated[list[_number("must be positive", gt=0)], Field(
+        min_length=1, max_length=3, description="must be a list of 1 or 3 positive numbers")]
+
+
 class Dataset(BaseModel):
     model_config = _group()
+    official_statistics: Statistics | None = None
     name: Text
     path: Annotated[StrictStr, Field(description="must be a path")] | None = None
     search_paths: Texts = []
@@ -151,6 +162,7 @@ class Augmentation(BaseModel):
     policy: _one_of(("autoaugment", "randaugment")) | None = None
     random_erasing: Probability = 0.0
     mixing: Mixing = Mixing()
+    normalization: _one_of(("adapted", "official")) = "adapted"
 
 
 class Wandb(BaseModel):

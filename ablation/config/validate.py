@@ -43,6 +43,17 @@ def validate(cfg: Mapping) -> None:
     cache = cfg["gpu"].get("compilation_cache") if cfg.get("gpu") else None
     if cache is not None and Path(cache).expanduser().is_file():
         raise ConfigError(f"gpu.compilation_cache={cache!r} is a file, not a folder")
+    augmentation = cfg.get("augmentation") or {}
+    if augmentation.get("normalization") == "official":
+        statistics = cfg["dataset"].get("official_statistics")
+        if not statistics:
+            raise ConfigError(
+                f"augmentation.normalization=official needs the official code's constants, "
+                f"dataset.official_statistics, which dataset={cfg['dataset']['name']} does not "
+                f"have; use augmentation.normalization=adapted")
+        if len(statistics["mean"]) != len(statistics["std"]):
+            raise ConfigError("dataset.official_statistics: mean and std need one value "
+                              "per channel each")
     model = cfg["model"]
     if model.get("key_dim") is None and model["dim"] % model["num_heads"]:
         raise ConfigError(

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from ablation.augment.normalization import ChannelStatistics, channel_statistics
 from ablation.augment.official import OfficialAugment
 from ablation.augment.official import from_config as official_augment
 
@@ -235,9 +236,12 @@ def soft_targets(trainer: Mapping, augmentation: Mapping) -> bool:
 
 
 def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Mapping,
-                     seed: int, initial_epoch: int = 0, pad: bool = False) -> TrainingBatches:
+                     seed: int, initial_epoch: int = 0, pad: bool = False,
+                     statistics: ChannelStatistics | None = None) -> TrainingBatches:
     """The pipeline a run's ``trainer`` and ``augmentation`` config describe
     (``pad``: full batches with sample weights, see :class:`TrainingBatches`).
+    ``statistics``: the model's normalisation (the official erasing fill is
+    given in its units); by default the exact statistics of ``x``.
 
     ``trainer.data_workers`` > 1 prepares that many batches at once in threads
     (Keras' ``PyDataset`` workers; numpy releases the GIL in its array loops).
@@ -248,7 +252,9 @@ def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Map
     if float(mixing.get("probability", 0.0)) > 0:
         mixer = Mixer(float(mixing["probability"]), float(mixing.get("mixup_alpha", 1.0)),
                       float(mixing.get("cutmix_alpha", 1.0)), seed=seed)
-    augment = official_augment(augmentation, x) if in_pipeline(augmentation) else None
+    augment = None
+    if in_pipeline(augmentation):
+        augment = official_augment(augmentation, statistics or channel_statistics(x))
     return TrainingBatches(x, y, num_classes, int(trainer["batch_size"]),
                            passes=int(trainer.get("passes_per_epoch", 1)),
                            soft=soft_targets(trainer, augmentation), mixer=mixer,

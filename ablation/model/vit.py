@@ -16,6 +16,7 @@ import numpy as np
 from keras import layers
 
 from ablation.augment import build_augmentation
+from ablation.augment.normalization import ChannelStatistics, normalization_statistics
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.init import initialise
 from ablation.model.layers import (
@@ -58,7 +59,7 @@ def build_vit(
     init: str = "keras",
     layer_norm_epsilon: float = LAYER_NORM_EPSILON,
     augmentation: Mapping | None = None,
-    normalization_data: np.ndarray | None = None,
+    normalization: ChannelStatistics | np.ndarray | None = None,
     seed: int | None = None,
     name: str = "vit",
 ) -> keras.Model:
@@ -72,11 +73,13 @@ def build_vit(
     (:mod:`ablation.model.init`); ``layer_norm_epsilon`` is every LayerNorm's.
     ``attention_kernel`` picks the attention's route
     (:class:`ablation.model.attention.MultiHeadSelfAttention`).
+    ``normalization``: the input normalisation's statistics, or the training
+    images to compute them from (:mod:`ablation.augment.normalization`).
     """
     if pooling not in ("flatten", "class_token", "mean"):
         raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
     inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x = build_augmentation(image_size, normalization_data, seed=seed,
+    x = build_augmentation(image_size, normalization, seed=seed,
                            input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
     tokens = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=layer_norm_epsilon,
                             name="patch_tokenizer")(x)
@@ -124,8 +127,16 @@ _MODEL_BOOKKEEPING_KEYS = ("name",)
 
 
 def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
-                normalization_data: np.ndarray | None = None) -> keras.Model:
-    """The model a run config describes; the three switches enter here."""
+                normalization_data: np.ndarray | None = None,
+                normalization: ChannelStatistics | None = None) -> keras.Model:
+    """The model a run config describes; the three switches enter here.
+
+    The normalisation's statistics are ``normalization``, else those the
+    config asks for (``augmentation.normalization``) with
+    ``normalization_data`` as the training images.
+    """
+    if normalization is None:
+        normalization = normalization_statistics(cfg, normalization_data)
     model_kwargs = {k: v for k, v in dict(cfg["model"]).items()
                     if k not in _MODEL_BOOKKEEPING_KEYS}
     return build_vit(
@@ -135,7 +146,7 @@ def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
         lsa=bool(cfg["lsa"]),
         learnable_temperature=bool(cfg["learnable_temperature"]),
         augmentation=dict(cfg["augmentation"]),
-        normalization_data=normalization_data,
+        normalization=normalization,
         seed=int(cfg["seed"]),
         **model_kwargs,
     )

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import keras
 
 from ablation.train.epoch_metrics import MeanLoss
+from ablation.train.optimizer import build_optimizer
 from ablation.train.schedules import WarmupCosineDecay
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
 
 def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
                   num_classes: int, soft_targets: bool = False) -> keras.Model:
-    """AdamW on the schedule; with ``soft_targets`` (label smoothing, Mixup/CutMix)
+    """AdamW on the schedule (:mod:`ablation.train.optimizer`); with ``soft_targets`` (label smoothing, Mixup/CutMix)
     the loss and metrics take one-hot/soft target rows instead of class ids.
 
     Sample weights (0 on the rows that pad a batch, see
@@ -63,9 +64,7 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
         metrics = [keras.metrics.SparseCategoricalAccuracy(name="top1"),
                    keras.metrics.SparseTopKCategoricalAccuracy(k=k, name="top5")]
     model.compile(
-        optimizer=keras.optimizers.AdamW(
-            learning_rate=learning_rate_schedule(trainer, steps_per_epoch),
-            weight_decay=float(trainer["weight_decay"])),
+        optimizer=build_optimizer(trainer, learning_rate_schedule(trainer, steps_per_epoch)),
         loss=loss,
         weighted_metrics=[MeanLoss(soft=soft_targets, label_smoothing=smoothing), *metrics])
     return model

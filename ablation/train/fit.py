@@ -15,6 +15,7 @@ from pathlib import Path
 
 import keras
 
+from ablation.augment.normalization import normalization_statistics
 from ablation.config.secrets import redact
 from ablation.data import Dataset
 from ablation.model import build_model
@@ -115,11 +116,12 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     # Per job: a sweep's jobs in one process may ask for different precisions.
     keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
     phases = Phases()
+    statistics = normalization_statistics(config, data.x_train)
     if resume_from is None:
         keras.utils.set_random_seed(seed)
         with phases("build"):
             model = build_model(config, data.num_classes, data.input_shape,
-                                normalization_data=data.x_train)
+                                normalization=statistics)
             passes = int(trainer.get("passes_per_epoch", 1))
             steps_per_epoch = math.ceil(len(data.x_train) * passes / batch)
             compile_model(model, trainer, steps_per_epoch, data.num_classes, soft_targets=soft)
@@ -153,7 +155,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         # repeated passes, Mixup/CutMix, soft targets, padding: ablation.data.batches
         inputs = dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
                                          config.get("augmentation") or {}, seed,
-                                         initial_epoch=initial_epoch, pad=pad))
+                                         initial_epoch=initial_epoch, pad=pad,
+                                         statistics=statistics))
     else:
         inputs = dict(x=data.x_train, y=data.y_train, batch_size=batch, shuffle=True)
     model.fit(
@@ -199,6 +202,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "train_seconds": train_seconds,
         "train_images_per_s": epochs.images_per_second(
             len(data.x_train) * int(trainer.get("passes_per_epoch", 1))),
+        "normalization": statistics.as_record(),
         "data": {"train": len(data.x_train), "val": len(data.x_val),
                  "test": len(data.x_test), "input_shape": list(data.input_shape),
                  "num_classes": data.num_classes},
