@@ -6,11 +6,16 @@ inputs and writes ``tests/data/official_golden.npz``, which
 
 - forward logits of the official ViT and SL-ViT (CIFAR-100 settings) with
   weights drawn by :func:`golden_weights` (numpy, seeded, in the official
-  ``state_dict`` order: the test draws the same ones and copies them in);
-- the initial statistics of a freshly built official model (its own init);
+  ``state_dict`` order: the test draws the same ones and loads them with
+  ``ablation.model.official_weights``);
+- every parameter of a freshly built official ViT and SL-ViT (its own init):
+  mean, standard deviation and a fixed sample of its values;
 - every AutoAugment operation of the CIFAR-10 policy (both signs where it
-  takes one) on fixed images, the policy's table with its magnitudes;
-- statistics of the official CutMix box and random-erasing box draws.
+  takes one) on the :func:`golden_images` (a digest per output image, and the
+  first two images' outputs whole), the policy's table with its magnitudes;
+- draws of the official CutMix box (``rand_bbox`` with its Beta draw) and of
+  random erasing (``RandomErasing``: whether, and where);
+- ``torch.optim.AdamW``'s trajectory on fixed gradients of several scales.
 
 Usage, in an environment with torch, einops, pillow and numpy::
 
@@ -19,6 +24,7 @@ Usage, in an environment with torch, einops, pillow and numpy::
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sys
@@ -28,22 +34,60 @@ import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
+LOGIT_IMAGES = 8          # the first images, fed to the official models
+INIT_SAMPLE = 2000        # values kept per parameter
+ADAMW = dict(lr=1e-3, weight_decay=0.05, steps=30, scales=(1e-9, 1e-7, 1e-5, 1e-3, 1.0))
 
 
-def golden_images(n: int = 2, side: int = 32, seed: int = 0) -> np.ndarray:
-    """Smooth colour fields with noise, uint8 (n, side, side, 3), from numpy alone."""
+def _smooth(rng, side):
+    coarse = rng.integers(0, 256, (4, 4, 3)).astype(np.float64)
+    idx = (np.arange(side) + 0.5) * 4 / side - 0.5
+    i0 = np.clip(np.floor(idx).astype(int), 0, 3)
+    i1 = np.clip(i0 + 1, 0, 3)
+    t = np.clip(idx - i0, 0, 1)
+    rows = coarse[i0] * (1 - t)[:, None, None] + coarse[i1] * t[:, None, None]
+    return rows[:, i0] * (1 - t)[None, :, None] + rows[:, i1] * t[None, :, None]
+
+
+def _kinds(rng, side):
+    """One image of each kind a histogram or a resampling can tell apart."""
+    yy, xx = np.mgrid[0:side, 0:side] / (side - 1)
+    colour = lambda: rng.integers(0, 256, 3)  # noqa: E731
+    cells = int(rng.integers(2, 9))
+    checker = ((np.mgrid[0:side, 0:side] * cells // side).sum(axis=0) % 2)[..., None]
+    boxes = np.full((side, side, 3), colour(), np.float64)
+    for _ in range(4):
+        top, left = rng.integers(0, side - 4, 2)
+        h, w = rng.integers(3, side // 2, 2)
+        boxes[top:top + h, left:left + w] = colour()
+    return {
+        "smooth": np.clip(_smooth(rng, side) + rng.normal(0, 20, (side, side, 3)), 0, 255),
+        "noise": rng.integers(0, 256, (side, side, 3)),
+        "flat": np.broadcast_to(colour(), (side, side, 3)),
+        "gradient_x": xx[..., None] * colour() + (1 - xx[..., None]) * colour(),
+        "gradient_y": yy[..., None] * colour() + (1 - yy[..., None]) * colour(),
+        "checker": checker * colour() + (1 - checker) * colour(),
+        "boxes": boxes,
+        "low_contrast": 120 + rng.integers(0, 12, (side, side, 3)),
+        "binary": rng.integers(0, 2, (side, side, 1)) * 255 * np.ones(3),
+        "grey": np.repeat(np.clip(_smooth(rng, side)[..., :1] + rng.normal(0, 30, (side, side, 1)),
+                                  0, 255), 3, axis=2),
+        "dark": rng.integers(0, 40, (side, side, 3)),
+        "bright": rng.integers(215, 256, (side, side, 3)),
+        "saturated": (_smooth(rng, side) > 127) * 255,
+    }
+
+
+def golden_images(n: int = 54, side: int = 32, seed: int = 0) -> np.ndarray:
+    """``n`` varied uint8 images (n, side, side, 3), the kinds of :func:`_kinds` in turn
+    (smooth fields with noise, noise, flat, gradients, edges, low contrast, binary,
+    grey, dark, bright, saturated), from numpy alone."""
     rng = np.random.default_rng(seed)
     out = []
-    for _ in range(n):
-        coarse = rng.integers(0, 256, (4, 4, 3)).astype(np.float64)
-        idx = (np.arange(side) + 0.5) * 4 / side - 0.5
-        i0 = np.clip(np.floor(idx).astype(int), 0, 3)
-        i1 = np.clip(i0 + 1, 0, 3)
-        t = np.clip(idx - i0, 0, 1)
-        rows = coarse[i0] * (1 - t)[:, None, None] + coarse[i1] * t[:, None, None]
-        image = rows[:, i0] * (1 - t)[None, :, None] + rows[:, i1] * t[None, :, None]
-        out.append(np.clip(image + rng.normal(0, 20, image.shape), 0, 255).astype(np.uint8))
-    return np.stack(out)
+    while len(out) < n:
+        out.extend(np.clip(np.rint(v), 0, 255).astype(np.uint8)
+                   for v in _kinds(rng, side).values())
+    return np.stack(out[:n])
 
 
 def golden_weights(names_shapes, seed: int) -> dict:
@@ -64,39 +108,55 @@ def golden_weights(names_shapes, seed: int) -> dict:
     return values
 
 
-def main(repo: str) -> None:
-    sys.path.insert(0, repo)
-    np.int = int  # the official tables use the alias numpy removed
-    import types
-    if "torchvision" not in sys.modules:  # random_erasing.py star-imports it, uses none of it
-        sys.modules["torchvision"] = types.ModuleType("torchvision")
-        sys.modules["torchvision.transforms"] = types.ModuleType("torchvision.transforms")
-    import torch
-    from models.vit import ViT
-    from PIL import Image
-    from utils.autoaug import CIFAR10Policy
-    from utils.mix import rand_bbox
-    from utils.random_erasing import RandomErasing
+def digest(image: np.ndarray) -> np.ndarray:
+    """A 20-byte digest of a uint8 image (shape and values)."""
+    image = np.ascontiguousarray(image, np.uint8)
+    return np.frombuffer(hashlib.sha1(repr(image.shape).encode() + image.tobytes()).digest(),
+                         np.uint8)
 
-    record = {}
-    images = golden_images()
-    record["images"] = images
+
+def init_sample(values: np.ndarray) -> np.ndarray:
+    """The first :data:`INIT_SAMPLE` values in a fixed pseudo-random order."""
+    flat = np.asarray(values, np.float64).reshape(-1)
+    order = np.random.default_rng(0).permutation(len(flat))[:INIT_SAMPLE]
+    return flat[order]
+
+
+def adamw_problem():
+    """Initial parameters and a gradient per step, at several magnitudes."""
+    rng = np.random.default_rng(7)
+    scales = np.repeat(np.array(ADAMW["scales"]), 8)
+    start = rng.standard_normal(len(scales)) * 0.1
+    grads = rng.standard_normal((ADAMW["steps"], len(scales))) * scales
+    return start.astype(np.float32), grads.astype(np.float32)
+
+
+def _official_models(repo):
+    from models.vit import ViT
+    return lambda flag: ViT(img_size=32, patch_size=4, num_classes=100, dim=192, mlp_dim_ratio=2,
+                            depth=9, heads=12, dim_head=16, stochastic_depth=0.1,
+                            is_SPT=flag, is_LSA=flag).eval()
+
+
+def record_models(record: dict, images: np.ndarray, make) -> None:
+    import torch
+
     mean, std = (np.array(s, np.float32) for s in CIFAR100_STAT)
-    x = ((images / np.float32(255) - mean) / std).astype(np.float32)
+    x = ((images[:LOGIT_IMAGES] / np.float32(255) - mean) / std).astype(np.float32)
     record["normalised"] = x
     for label, flag in (("vit", False), ("slvit", True)):
         torch.manual_seed(0)
-        model = ViT(img_size=32, patch_size=4, num_classes=100, dim=192, mlp_dim_ratio=2,
-                    depth=9, heads=12, dim_head=16, stochastic_depth=0.1,
-                    is_SPT=flag, is_LSA=flag).eval()
+        model = make(flag)
         state = model.state_dict()
-        if not flag:  # the official model's own initial statistics
-            qkv = state["transformer.layers.0.0.fn.to_qkv.weight"].numpy()
-            record["init_stats"] = np.array([
-                state["pos_embedding"].numpy().std(), state["cls_token"].numpy().std(),
-                qkv.var(), state["transformer.layers.0.1.fn.net.0.weight"].numpy().var(),
-                model.transformer.layers[0][0].norm.eps], np.float64)
         names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
+        record[f"{label}_init_names"] = np.array(json.dumps([n for n, _ in names]))
+        record[f"{label}_init_moments"] = np.array(
+            [[state[n].double().mean().item(), state[n].double().std(unbiased=False).item()]
+             for n, _ in names])
+        record[f"{label}_init_samples"] = np.stack(
+            [np.pad(s, (0, INIT_SAMPLE - len(s)), constant_values=np.nan)
+             for s in (init_sample(state[n].numpy()) for n, _ in names)])
+        record["layer_norm_eps"] = np.float64(model.transformer.layers[0][0].norm.eps)
         weights = golden_weights(names, seed=1)
         model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()},
                               strict=False)
@@ -106,9 +166,13 @@ def main(repo: str) -> None:
         record[f"{label}_names"] = np.array(json.dumps([[n, list(s)] for n, s in names]))
         record[f"{label}_checksum"] = np.float64(sum(float(v.sum()) for v in weights.values()))
 
-    policy = CIFAR10Policy().policies
-    table, ops, keys = [], [], []
-    for sub in policy:
+
+def record_policy(record: dict, images: np.ndarray) -> None:
+    from PIL import Image
+    from utils.autoaug import CIFAR10Policy
+
+    table, keys, digests, whole = [], [], [], []
+    for sub in CIFAR10Policy().policies:
         row = []
         for p, op, m in ((sub.p1, sub.operation1, sub.magnitude1),
                          (sub.p2, sub.operation2, sub.magnitude2)):
@@ -129,31 +193,70 @@ def main(repo: str) -> None:
                 finally:
                     random.choice = original
                 keys.append(key)
-                ops.append(np.stack(outs))
+                digests.append(np.stack([digest(o) for o in outs]))
+                whole.append(np.stack(outs[:2]))
         table.append(row)
     record["policy"] = np.array(json.dumps(table))
     record["op_keys"] = np.array(json.dumps(keys))
-    record["op_outputs"] = np.stack(ops).astype(np.uint8)
+    record["op_digests"] = np.stack(digests)
+    record["op_outputs"] = np.stack(whole).astype(np.uint8)
+
+
+def record_boxes(record: dict) -> None:
+    import torch
+    from utils.mix import rand_bbox
+    from utils.random_erasing import RandomErasing
 
     np.random.seed(0)
-    random.seed(0)
-    shares = []
+    boxes = []
     for _ in range(20000):
         lam = np.random.beta(1.0, 1.0)
-        x1, y1, x2, y2 = rand_bbox((128, 3, 32, 32), lam)
-        shares.append((x2 - x1) * (y2 - y1) / 1024)
-    eraser = RandomErasing(probability=1.0, mean=list(CIFAR100_STAT[0]))
-    aspects, areas = [], []
-    for _ in range(4000):
-        img = torch.zeros(3, 32, 32)
-        out = eraser(img)
+        boxes.append(rand_bbox((128, 3, 32, 32), lam))
+    record["cutmix_boxes"] = np.array(boxes, np.int16)  # x1, y1, x2, y2
+    random.seed(0)
+    eraser = RandomErasing(probability=0.25, mean=list(CIFAR100_STAT[0]))
+    draws = []
+    for _ in range(8000):
+        out = eraser(torch.zeros(3, 32, 32))
         mask = (out[0] != 0).numpy()
-        rows, cols = mask.any(axis=1).sum(), mask.any(axis=0).sum()
-        if rows:
-            aspects.append(rows / cols)
-            areas.append(rows * cols / 1024)
-    record["cutmix_share"] = np.array([np.mean(shares), np.median(shares)])
-    record["erasing"] = np.array([np.median(aspects), np.mean(areas), len(aspects) / 4000])
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        if len(rows):
+            draws.append((1, rows[0], cols[0], len(rows), len(cols)))
+            assert np.allclose(out[:, mask].numpy().T, CIFAR100_STAT[0])
+        else:
+            draws.append((0, -1, -1, 0, 0))
+    record["erasing_draws"] = np.array(draws, np.int16)  # erased, top, left, h, w
+
+
+def record_adamw(record: dict) -> None:
+    import torch
+
+    start, grads = adamw_problem()
+    param = torch.nn.Parameter(torch.from_numpy(start.copy()))
+    optimizer = torch.optim.AdamW([param], lr=ADAMW["lr"], weight_decay=ADAMW["weight_decay"])
+    trajectory = []
+    for g in grads:
+        param.grad = torch.from_numpy(g.copy())
+        optimizer.step()
+        trajectory.append(param.detach().numpy().copy())
+    record["adamw_trajectory"] = np.stack(trajectory)
+
+
+def main(repo: str) -> None:
+    sys.path.insert(0, repo)
+    np.int = int  # the official tables use the alias numpy removed
+    import types
+    if "torchvision" not in sys.modules:  # random_erasing.py star-imports it, uses none of it
+        sys.modules["torchvision"] = types.ModuleType("torchvision")
+        sys.modules["torchvision.transforms"] = types.ModuleType("torchvision.transforms")
+
+    record = {}
+    images = golden_images()
+    record["images"] = images
+    record_models(record, images, _official_models(repo))
+    record_policy(record, images)
+    record_boxes(record)
+    record_adamw(record)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(OUT, **record)
     print(f"wrote {OUT} ({OUT.stat().st_size:,} bytes)")

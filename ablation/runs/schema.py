@@ -97,6 +97,7 @@ class Record(_Open):
     wandb: Wandb | None = None
     environment: dict[str, Any] | None = None
     data: dict[str, Any] | None = None
+    normalization: dict[str, Any] | None = None  # the input normalisation's source and statistics
     diagnostics: dict[str, Any] | None = None
     model_file: StrictStr | None = None       # the trained model, beside the record
     timings: dict[str, Number | None] | None = None  # seconds per phase of the job

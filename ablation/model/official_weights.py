@@ -1,0 +1,126 @@
+"""Official weights in ``model=paper``: an ``SPT_LSA_ViT`` state dict, loaded.
+
+The official ViT (aanna0701/SPT_LSA_ViT, ``models/vit.py``) and ``model=paper``
+compute the same function with differently laid out weights:
+
+- PyTorch's ``Linear`` stores (out, in); a Keras ``Dense`` kernel is (in, out).
+- The official q/k/v is one ``Linear(dim, 3 * inner)``; here three Dense layers.
+- SPT stacks the image and its four shifted copies in the order
+  (x, left-up, right-up, left-bottom, right-bottom); here
+  (x, (+1, +1), (-1, +1), (+1, -1), (-1, -1)) in (row, column) shifts. The
+  tokenizer's LayerNorm and projection see the patch features in that order,
+  so their rows are permuted (:data:`SPT_ORDER`).
+- ``is_LSA`` is one flag there: the diagonal mask and a learnable per-head
+  scale. A state dict with ``scale`` entries needs ``lsa=true
+  learnable_temperature=true``; the mask itself has no weight to check.
+
+The official model is fed ``Normalize``-d tensors; ``model=paper`` normalises
+inside the model, so with the official constants (``augmentation=paper``) it
+takes raw pixels and gives the official logits.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+
+# Project copy g of the shifted stack is official copy SPT_ORDER[g].
+SPT_ORDER = (0, 4, 2, 3, 1)
+_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper"
+
+
+def _array(value) -> np.ndarray:
+    """A state dict's value (a numpy array, or a torch tensor) as a numpy array."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class _Official(dict):
+    """The state dict's arrays; a missing entry is a ValueError naming it."""
+
+    def __missing__(self, key):
+        raise ValueError(f"not an SPT_LSA_ViT ViT state dict: it has no {key!r}")
+
+
+def _depth(state: Mapping) -> int:
+    blocks = {int(k.split(".")[2]) for k in state if k.startswith("transformer.layers.")}
+    if not blocks or blocks != set(range(max(blocks) + 1)):
+        raise ValueError("not an SPT_LSA_ViT ViT state dict: no transformer.layers.<i> entries")
+    return max(blocks) + 1
+
+
+def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
+    """The official ``state_dict``'s values under ``model=paper``'s weight paths."""
+    official = _Official({k: _array(v) for k, v in state.items()})
+    depth = _depth(official)
+    spt = "to_patch_embedding.merging.2.weight" in official
+    w = {"position_embedding/embedding": official["pos_embedding"][0],
+         "class_token/token": official["cls_token"],
+         "final_norm/gamma": official["mlp_head.0.weight"],
+         "final_norm/beta": official["mlp_head.0.bias"],
+         "logits/kernel": official["mlp_head.1.weight"].T,
+         "logits/bias": official["mlp_head.1.bias"]}
+    if spt:
+        features = official["to_patch_embedding.merging.1.weight"].shape[0]
+        channels = 3 * len(SPT_ORDER)
+        patch = int(round((features // channels) ** 0.5))
+        if patch * patch * channels != features:
+            raise ValueError(f"SPT features {features} are not patch x patch x {channels}")
+        order = np.arange(features).reshape(patch, patch, len(SPT_ORDER), 3)
+        order = order[:, :, list(SPT_ORDER)].reshape(-1)
+        w["patch_tokenizer/norm/gamma"] = official["to_patch_embedding.merging.1.weight"][order]
+        w["patch_tokenizer/norm/beta"] = official["to_patch_embedding.merging.1.bias"][order]
+        w["patch_tokenizer/projection/kernel"] = \
+            official["to_patch_embedding.merging.2.weight"].T[order]
+        w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.merging.2.bias"]
+    else:
+        w["patch_tokenizer/projection/kernel"] = official["to_patch_embedding.1.weight"].T
+        w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.1.bias"]
+    for i in range(depth):
+        o, k = f"transformer.layers.{i}.", f"block_{i}/"
+        q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
+        w.update({k + "attention/query/kernel": q.T, k + "attention/key/kernel": key.T,
+                  k + "attention/value/kernel": v.T,
+                  k + "attention/output/kernel": official[o + "0.fn.to_out.0.weight"].T,
+                  k + "attention/output/bias": official[o + "0.fn.to_out.0.bias"],
+                  k + "attention_norm/gamma": official[o + "0.norm.weight"],
+                  k + "attention_norm/beta": official[o + "0.norm.bias"],
+                  k + "mlp_norm/gamma": official[o + "1.norm.weight"],
+                  k + "mlp_norm/beta": official[o + "1.norm.bias"],
+                  k + "mlp/dense_0/kernel": official[o + "1.fn.net.0.weight"].T,
+                  k + "mlp/dense_0/bias": official[o + "1.fn.net.0.bias"],
+                  k + "mlp/output/kernel": official[o + "1.fn.net.3.weight"].T,
+                  k + "mlp/output/bias": official[o + "1.fn.net.3.bias"]})
+        if o + "0.fn.scale" in official:
+            w[k + "attention/temperature"] = official[o + "0.fn.scale"]
+    return w
+
+
+def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
+    """Copy an official ``SPT_LSA_ViT`` ViT state dict into ``model`` (``model=paper``
+    with matching switches, classes and sizes); every trainable weight is set.
+
+    Raises ValueError naming the first weight that has no counterpart or the
+    wrong shape, before anything is assigned.
+    """
+    values = keras_weights(state)
+    plan = []
+    for variable in model.weights:
+        if variable.path not in values:
+            continue
+        value = values.pop(variable.path)
+        if value.size != int(np.prod(variable.shape)):
+            raise ValueError(f"official weight for {variable.path} has shape {value.shape}, "
+                             f"the model's is {tuple(variable.shape)} ({_CHECK})")
+        plan.append((variable, np.reshape(value, variable.shape)))
+    if values:
+        raise ValueError(f"the model has no weight for {sorted(values)[0]} ({_CHECK})")
+    assigned = {variable.path for variable, _ in plan}
+    missing = [v.path for v in model.trainable_weights if v.path not in assigned]
+    if missing:
+        raise ValueError(f"the state dict has no value for {missing[0]} ({_CHECK})")
+    for variable, value in plan:
+        variable.assign(value.astype(variable.dtype))
+    return model
