@@ -1,0 +1,281 @@
+"""Recipe mutations against the test suite: does each deliberate bug fail a test?
+
+Each mutation below is one plausible bug in the paper recipe (augmentation,
+mixing, normalisation, initialisation, model, optimizer, schedule), written as
+an exact text replacement in one file. For each, this script copies the
+checkout to a temporary folder, applies the replacement, runs the recipe's
+tests there (``TESTS``, the fast lane) and reports whether a test failed. It
+first runs the same tests unmutated, which must pass. Not run by CI: about a
+minute per mutation on a 2-core machine.
+
+Usage, from the repository root, in the project's environment::
+
+    python tools/mutations.py                # every mutation, two at a time
+    python tools/mutations.py --jobs 1 crop_reflect_padding no_flip
+    python tools/mutations.py --list
+
+Exit status 0 when every mutation is caught, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ("tests/test_golden.py", "tests/test_normalization.py", "tests/test_recipe.py",
+         "tests/test_augment.py", "tests/test_layers.py", "tests/test_model.py")
+COPIED = ("ablation", "conf", "tests", "tools", "pyproject.toml", "run_sweep.py")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    old: str
+    new: str
+    what: str
+
+
+MUTATIONS = (
+    # --- per-image augmentation (ablation/augment/official.py)
+    Mutation("crop_reflect_padding", "ablation/augment/official.py",
+             "padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)))",
+             "padded = np.pad(image, ((padding, padding), (padding, padding), (0, 0)), "
+             "mode='reflect')",
+             "the crop pads by reflection instead of zeros"),
+    Mutation("no_flip", "ablation/augment/official.py",
+             "if self.horizontal_flip and rng.random() < 0.5:",
+             "if self.horizontal_flip and rng.random() < 0.0:",
+             "no image is flipped"),
+    Mutation("flip_probability", "ablation/augment/official.py",
+             "if self.horizontal_flip and rng.random() < 0.5:",
+             "if self.horizontal_flip and rng.random() < 0.6:",
+             "60 % of the images are flipped"),
+    Mutation("crop_offset_range", "ablation/augment/official.py",
+             "top, left = rng.integers(0, 2 * padding + 1, size=2)",
+             "top, left = rng.integers(0, 2 * padding, size=2)",
+             "the crop never takes the last offset"),
+    Mutation("erasing_probability_doubled", "ablation/augment/official.py",
+             "self.random_erasing = float(random_erasing or 0.0)",
+             "self.random_erasing = 2 * float(random_erasing or 0.0)",
+             "random erasing twice as often"),
+    Mutation("erasing_fill_zero", "ablation/augment/official.py",
+             "out[top:top + h, left:left + w] = self.fill",
+             "out[top:top + h, left:left + w] = 0.0",
+             "the erased box is black instead of the official fill"),
+    Mutation("erasing_fill_raw_mean", "ablation/augment/official.py",
+             "fill = statistics.mean + statistics.std * statistics.mean / PIXEL_RANGE",
+             "fill = statistics.mean",
+             "the erased box is the raw channel mean (normalises to 0)"),
+    Mutation("erasing_aspect_square", "ablation/augment/official.py",
+             "aspect = rng.uniform(ratio, 1.0 / ratio)",
+             "aspect = math.exp(rng.uniform(math.log(ratio), -math.log(ratio)))",
+             "the erasing aspect is log-uniform (square-biased) instead of uniform"),
+    Mutation("erasing_area_range", "ablation/augment/official.py",
+             "area=(0.02, 0.4)", "area=(0.02, 0.33)",
+             "the erasing area's upper end is 0.33 instead of 0.4"),
+    Mutation("autoaugment_sign_always_positive", "ablation/augment/official.py",
+             "sign = 1 if rng.random() < 0.5 else -1",
+             "sign = 1 if rng.random() < 2.0 else -1",
+             "AutoAugment magnitudes are never negated"),
+    Mutation("autoaugment_probability_ignored", "ablation/augment/official.py",
+             "if rng.random() < probability:", "if rng.random() < 1.0:",
+             "each sub-policy operation always applies"),
+    Mutation("magnitude_table_shifted", "ablation/augment/official.py",
+             '"shear_x": np.linspace(0, 0.3, 10), "shear_y": np.linspace(0, 0.3, 10),',
+             '"shear_x": np.linspace(0, 0.3, 11)[1:], "shear_y": np.linspace(0, 0.3, 11)[1:],',
+             "the shear magnitudes are off by one index"),
+    # --- PIL's operations (ablation/augment/pil_ops.py)
+    Mutation("shear_summed_weights", "ablation/augment/pil_ops.py",
+             "return v2 + d * (p2 + d * (p3 + d * p4))",
+             "return v2 + d * p2 + d * d * p3 + d * d * d * p4",
+             "the bicubic cubic summed term by term instead of PIL's Horner order"),
+    Mutation("posterize_bits", "ablation/augment/pil_ops.py",
+             "return image & np.uint8((0xFF << (8 - int(bits))) & 0xFF)",
+             "return image & np.uint8((0xFF << (7 - int(bits))) & 0xFF)",
+             "posterize keeps one bit more"),
+    Mutation("solarize_threshold_truncated", "ablation/augment/pil_ops.py",
+             "return np.where(image < threshold, image, 255 - image).astype(np.uint8)",
+             "return np.where(image < int(threshold), image, 255 - image).astype(np.uint8)",
+             "solarize truncates its (fractional) threshold"),
+    Mutation("brightness_rounds", "ablation/augment/pil_ops.py",
+             "return np.clip(out, 0, 255).astype(np.uint8)  # float -> uint8 truncates, as PIL's cast",
+             "return np.clip(np.rint(out), 0, 255).astype(np.uint8)",
+             "blends round instead of truncating"),
+    # --- mixing (ablation/data/batches.py)
+    Mutation("cutmix_box_unclipped_centre", "ablation/data/batches.py",
+             "cy, cx = int(rng.integers(height)), int(rng.integers(width))",
+             "cy, cx = (int(rng.integers(half_h, height - half_h + 1)), "
+             "int(rng.integers(half_w, width - half_w + 1)))",
+             "the CutMix box is centred so that it is never clipped"),
+    Mutation("cutmix_target_uses_lambda", "ablation/data/batches.py",
+             "lam = 1.0 - (bottom - top) * (right - left) / (images.shape[1] * images.shape[2])",
+             "pass",
+             "CutMix targets use the drawn lambda, not the pasted share"),
+    Mutation("mixing_probability", "ablation/data/batches.py",
+             "if not kinds or rng.random() >= self.probability:",
+             "if not kinds or rng.random() >= min(1.0, 2 * self.probability):",
+             "batches are mixed twice as often"),
+    Mutation("mixup_weight_per_image", "ablation/data/batches.py",
+             "mixed = lam * images + (1.0 - lam) * images[order]",
+             "lam = rng.beta(alpha, alpha, (len(images), 1, 1, 1)); "
+             "mixed = lam * images + (1.0 - lam) * images[order]; lam = lam.reshape(-1, 1)",
+             "Mixup draws one weight per image instead of one per batch"),
+    # --- normalisation (ablation/augment/normalization.py)
+    Mutation("normalisation_float32", "ablation/augment/normalization.py",
+             'return ChannelStatistics(mean, np.sqrt(squares / count), "adapted")',
+             "axes = tuple(range(images.ndim - 1)); x32 = np.asarray(images, np.float32)\n"
+             '    return ChannelStatistics(x32.mean(axis=axes), x32.std(axis=axes), "adapted")',
+             "the statistics are float32 reductions (they saturate at CIFAR size)"),
+    Mutation("normalisation_keras_adapt", "ablation/augment/normalization.py",
+             "if not isinstance(data, np.ndarray) or tuple(self.axis) != (-1,):",
+             "if True:",
+             "the layer's adapt falls back to keras's float32 statistics"),
+    Mutation("official_constants_ignored", "ablation/augment/normalization.py",
+             'if choice == "official":', 'if choice == "never":',
+             "the paper presets adapt statistics instead of the official constants"),
+    # --- initialisation (ablation/model/init.py)
+    Mutation("patch_embedding_uniform", "ablation/model/init.py",
+             'if path.endswith("/kernel") and len(shape) == 2:',
+             'if path.endswith("/kernel") and len(shape) == 2 and "patch_tokenizer" in path:\n'
+             '            limit = np.sqrt(6.0 / (shape[0] + shape[1]))\n'
+             '            return rng.uniform(-limit, limit, shape)\n'
+             '        if path.endswith("/kernel") and len(shape) == 2:',
+             "the patch embedding is Glorot-uniform instead of xavier-normal"),
+    Mutation("qkv_own_fans", "ablation/model/init.py",
+             "return _xavier_normal(rng, shape, shape[0], 3 * shape[1])",
+             "return _xavier_normal(rng, shape, shape[0], shape[1])",
+             "q/k/v drawn with their own fans instead of the fused matrix's"),
+    Mutation("position_embedding_small", "ablation/model/init.py",
+             'if path.endswith(("class_token/token", "position_embedding/embedding")):\n'
+             '            return rng.standard_normal(shape)',
+             'if path.endswith(("class_token/token", "position_embedding/embedding")):\n'
+             '            return 0.02 * rng.standard_normal(shape)',
+             "class token and position embedding with std 0.02 instead of 1"),
+    # --- model (ablation/model)
+    Mutation("spt_shift_order", "ablation/model/tokenizer.py",
+             '"left-up": (1, 1),\n    "left-down": (-1, 1),',
+             '"left-up": (-1, 1),\n    "left-down": (1, 1),',
+             "SPT stacks two of its shifted copies in the other order"),
+    Mutation("lsa_mask_weak", "ablation/model/attention.py",
+             "else -1e9", "else -1.0",
+             "the diagonal mask is a small bias, not a hard mask"),
+    Mutation("temperature_init", "ablation/model/attention.py",
+             "else 1.0 / math.sqrt(self.key_dim))",
+             "else 1.0 / self.key_dim)",
+             "the multiplicative temperature starts at 1/key_dim"),
+    Mutation("layer_norm_epsilon", "conf/model/paper.yaml",
+             "layer_norm_epsilon: 1.0e-5", "layer_norm_epsilon: 1.0e-6",
+             "LayerNorm epsilon 1e-6 instead of torch's 1e-5"),
+    # --- optimizer and schedule
+    Mutation("adamw_keras_epsilon", "conf/trainer/paper.yaml",
+             "epsilon_form: torch", "epsilon_form: keras",
+             "the paper preset adds AdamW's epsilon where Keras does"),
+    Mutation("adamw_no_bias_correction", "ablation/train/optimizer.py",
+             "denominator = ops.add(ops.divide(ops.sqrt(v), ops.sqrt(correction_2)), self.epsilon)",
+             "denominator = ops.add(ops.sqrt(v), self.epsilon)",
+             "the torch form forgets the second moment's bias correction"),
+    Mutation("label_smoothing_off", "conf/trainer/paper.yaml",
+             "label_smoothing: 0.1", "label_smoothing: 0.0",
+             "the paper preset trains without label smoothing"),
+)
+
+
+def copy_checkout(destination: Path) -> None:
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, destination / name)
+
+
+def apply(mutation: Mutation, checkout: Path) -> None:
+    path = checkout / mutation.file
+    text = path.read_text()
+    count = text.count(mutation.old)
+    if count != 1:
+        raise SystemExit(f"mutation {mutation.name}: its text occurs {count} times in "
+                         f"{mutation.file}, not once: update tools/mutations.py")
+    path.write_text(text.replace(mutation.old, mutation.new))
+
+
+def run_tests(checkout: Path) -> tuple[int, str]:
+    """(exit status, the first failing test or the output's tail) of the tests in ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", *TESTS, "-x", "-q", "-n", "0", "-m", "not slow",
+               "-p", "no:cacheprovider", "--no-header", "-o", "addopts="]
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+    failed = [line.split(" ", 1)[1] for line in done.stdout.splitlines()
+              if line.startswith(("FAILED ", "ERROR "))]
+    return done.returncode, (failed[0] if failed else done.stdout.strip().splitlines()[-1:][0]
+                             if done.stdout.strip() else done.stderr[-500:])
+
+
+def check(mutation: Mutation | None) -> tuple[str, bool, str, float]:
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
+        checkout = Path(folder)
+        copy_checkout(checkout)
+        if mutation is not None:
+            apply(mutation, checkout)
+        imported = subprocess.run(
+            [sys.executable, "-c", "import ablation; print(ablation.__file__)"], cwd=checkout,
+            env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True, text=True)
+        if not imported.stdout.startswith(str(checkout)):
+            raise SystemExit(f"the copy's tests would import ablation from "
+                             f"{imported.stdout.strip() or imported.stderr[-300:]}")
+        status, detail = run_tests(checkout)
+    name = mutation.name if mutation else "(unmutated)"
+    caught = status != 0
+    return name, caught, detail, time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutations to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutations tested at once")
+    parser.add_argument("--list", action="store_true", help="list the mutations and stop")
+    args = parser.parse_args(argv)
+    if args.list:
+        for m in MUTATIONS:
+            print(f"{m.name:34s} {m.file:36s} {m.what}")
+        return 0
+    known = {m.name: m for m in MUTATIONS}
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        parser.error(f"unknown mutation(s): {', '.join(unknown)} (see --list)")
+    chosen = [known[n] for n in args.names] or list(MUTATIONS)
+    for m in chosen:   # every text applies before anything runs
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / m.file).parent.mkdir(parents=True)
+            shutil.copy2(ROOT / m.file, Path(folder) / m.file)
+            apply(m, Path(folder))
+    name, failed, detail, seconds = check(None)
+    if failed:
+        print(f"the unmutated tests fail ({detail}): fix them first", file=sys.stderr)
+        return 2
+    print(f"unmutated: pass ({seconds:.0f} s); {len(chosen)} mutations, tests: {' '.join(TESTS)}")
+    missed = []
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for name, caught, detail, seconds in pool.map(check, chosen):
+            print(f"{'caught' if caught else 'MISSED':7s} {name:34s} {seconds:4.0f} s  {detail}",
+                  flush=True)
+            if not caught:
+                missed.append(name)
+    print(f"{len(chosen) - len(missed)} of {len(chosen)} mutations caught"
+          + (f"; missed: {', '.join(missed)}" if missed else ""))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
