@@ -44,3 +44,18 @@ def test_phases_sum_repeated_phases():
     assert 0.02 <= summary["test"] < 0.5
     assert summary["first_epoch_excess"] == pytest.approx(2.0)   # 3.0 - median(1.0, 1.2, 0.8)
     assert summary["train"] == pytest.approx(6.0) and summary["validation"] == pytest.approx(2.0)
+
+
+def test_one_start_up_rule_for_every_reader_of_epoch_times():
+    from ablation.runs.epochs import start_up_seconds, steady_epochs, steady_seconds
+    from ablation.train.progress import eta_seconds
+
+    seconds = [3.0, 1.0, 1.2, 0.8, 5.0]                 # a stall in the last epoch
+    assert steady_seconds(seconds) == pytest.approx(1.1)   # the median, not the mean 2.0
+    assert start_up_seconds(seconds) == pytest.approx(1.9)
+    assert steady_seconds([4.0]) is None and start_up_seconds([4.0]) is None
+    assert start_up_seconds([1.0, 2.0, 2.0]) == 0.0
+    assert steady_epochs(6, [0, 3]) == [1, 2, 4, 5]     # a resumed run starts up again
+    assert steady_epochs(1) == [] and steady_epochs(3, []) == [1, 2]
+    # the ETA reads the same rule: 2 epochs left at the median, one later start-up
+    assert eta_seconds(seconds, 2, later_jobs=1) == pytest.approx(2 * 1.1 + 1.9)

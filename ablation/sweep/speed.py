@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ablation.runs.epochs import start_up_seconds, steady_seconds
+
 log = logging.getLogger(__name__)
 
 PROBE_SECONDS = 1.0  # timed steps of each kind: at least this long (and 2 steps), at most 5
@@ -89,12 +91,12 @@ def earlier_speed(job: dict, results_dir: Path) -> Speed | None:
     train_rate = float(record["train_images_per_s"])
     train_images = int(counts.get("train", 0)) * int(
         config_get(record, "trainer", "passes_per_epoch", 1))
-    steady = sorted(epochs[1:])[len(epochs[1:]) // 2] if len(epochs) > 1 else epochs[0]
+    steady = steady_seconds(epochs) or epochs[0]
     evaluated = int(counts.get("test" if config_get(record, "trainer", "protocol") == "official"
                                else "val", 0))
     eval_s = max(steady - train_images / train_rate, 1e-3)
     return Speed(train_rate, evaluated / eval_s if evaluated else math.inf,
-                 max(epochs[0] - steady, 0.0), f"earlier run {record.get('run_name')} here")
+                 start_up_seconds(epochs) or 0.0, f"earlier run {record.get('run_name')} here")
 
 
 def config_get(record: dict, group: str, key: str, default=None):

@@ -12,6 +12,7 @@ import time
 import keras
 
 from ablation.model import temperatures
+from ablation.runs.epochs import steady_epochs
 from ablation.runs.tracking import Tracker
 
 @keras.saving.register_keras_serializable(package="ablation")
@@ -157,7 +158,7 @@ class EpochMetrics(keras.callbacks.Callback):
         to minutes), which says nothing about the model's speed; when every
         epoch is such a first one, they are all there is, and are used.
         """
-        first = set(self.attempt_starts) or {0}
+        steady = set(steady_epochs(len(self.train_phase_seconds), self.attempt_starts))
         known = [(i, s) for i, s in enumerate(self.train_phase_seconds) if s is not None]
-        phases = [s for i, s in known if i not in first] or [s for _, s in known]
+        phases = [s for i, s in known if i in steady] or [s for _, s in known]
         return images_per_epoch * len(phases) / sum(phases) if phases and sum(phases) else None

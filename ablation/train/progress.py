@@ -16,6 +16,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ablation.runs.epochs import start_up_seconds, steady_seconds
+
 SWEEP_EPOCHS_ENV = "VIT_ABLATION_SWEEP_EPOCHS"  # every job's epochs, in job order: "50,50,50"
 JOB_NUM_ENV = "VIT_ABLATION_JOB_NUM"  # this job's position in the sweep, from 0
 
@@ -61,16 +63,15 @@ def eta_seconds(epoch_seconds: Sequence[float], epochs_left_in_job: int,
                 later_epochs: int = 0, later_jobs: int = 0) -> float:
     """Seconds until the sweep ends, from this job's epochs so far.
 
-    An epoch after the first costs what they have cost on average; the first
+    An epoch after the first costs what they cost (their median); the first
     epoch's excess over that (tracing and compiling) is what each later job
-    pays once more. Later jobs are taken to cost what this one does per epoch,
+    pays once more (:mod:`ablation.runs.epochs`). Later jobs are taken to cost what this one does per epoch,
     one job at a time.
     """
     if not epoch_seconds:
         raise ValueError("no epoch has been timed yet")
-    steady = (sum(epoch_seconds[1:]) / (len(epoch_seconds) - 1) if len(epoch_seconds) > 1
-              else epoch_seconds[0])
-    start_up = max(epoch_seconds[0] - steady, 0.0)
+    steady = steady_seconds(epoch_seconds) or epoch_seconds[0]
+    start_up = start_up_seconds(epoch_seconds) or 0.0
     return (epochs_left_in_job + later_epochs) * steady + later_jobs * start_up
 
 

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from ablation.runs.epochs import start_up_seconds
 from ablation.train.epoch_metrics import EpochMetrics
 
 
@@ -41,12 +42,11 @@ class Phases:
         start = epochs.attempt_starts[-1] if epochs.attempt_starts else 0
         phases = [s for s in epochs.train_phase_seconds[start:] if s is not None]
         rows = epochs.history[start:]
-        steady = sorted(phases[1:])[len(phases[1:]) // 2] if len(phases) > 1 else None
+        excess = start_up_seconds(phases)
         validation = sum(max(row.get("epoch_seconds", 0.0) - s, 0.0)
                          for row, s in zip(rows, phases))
         return {**{k: round(v, 3) for k, v in self.seconds.items()},
                 "first_epoch_train": round(phases[0], 3) if phases else None,
-                "first_epoch_excess": (round(max(phases[0] - steady, 0.0), 3)
-                                       if steady is not None else None),
+                "first_epoch_excess": round(excess, 3) if excess is not None else None,
                 "train": round(sum(phases), 3), "validation": round(validation, 3),
                 "epoch_diagnostics": round(epochs.extras_seconds, 3)}

@@ -1,0 +1,31 @@
+"""How a run's epoch times are read: the first epoch of each attempt is start-up.
+
+The first epoch a process trains includes tracing and compiling the step
+(seconds to minutes), which says nothing about the model's speed. So a run's
+steady epoch is the median of its other epochs, and its start-up the first
+epoch's excess over that. A resumed run starts up again at every attempt.
+Every reader of epoch times (the record's timings and throughput, the
+estimate, the progress line's ETA, the report) uses these.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+
+
+def steady_seconds(seconds: Sequence[float]) -> float | None:
+    """The median of the epochs after the first; None with fewer than two."""
+    return statistics.median(seconds[1:]) if len(seconds) > 1 else None
+
+
+def start_up_seconds(seconds: Sequence[float]) -> float | None:
+    """The first epoch's excess over a steady epoch (at least 0); None with fewer than two."""
+    steady = steady_seconds(seconds)
+    return None if steady is None else max(seconds[0] - steady, 0.0)
+
+
+def steady_epochs(epochs: int, attempt_starts: Iterable[int] = (0,)) -> list[int]:
+    """The epochs (0-based) that are not the first of an attempt (``attempt_starts``:
+    the first epoch of each; epoch 0 always is one)."""
+    firsts = {0, *attempt_starts}
+    return [i for i in range(epochs) if i not in firsts]
