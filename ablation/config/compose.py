@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ablation.config.folders import folder_suffix
+from ablation.config.hydra_internals import args_parser, config_loader
 from ablation.config.refusals import ConfigError
 from ablation.config.switches import variant_name
 
@@ -126,7 +127,6 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
     :class:`ConfigError` with one line for what Hydra would report in many.
     Returns the resolved config, or None where the command is left to Hydra."""
     from hydra import compose, initialize_config_dir
-    from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
@@ -134,7 +134,7 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
 
     register_resolvers()
     try:
-        parsed_args, _ = get_args_parser().parse_known_args(args)
+        parsed_args, _ = args_parser().parse_known_args(args)
     except SystemExit:
         return  # argparse has said why
     if parsed_args.config_dir or parsed_args.help or parsed_args.hydra_help:
@@ -176,20 +176,15 @@ def check_group_options(args: list[str], folder: str | Path) -> None:
     Hydra's own (the config folder plus installed plugins, e.g. launchers).
     Anything this cannot parse is left to Hydra, which reports it itself.
     """
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path, get_args_parser
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     try:
-        parsed_args, _ = get_args_parser().parse_known_args(args)
+        parsed_args, _ = args_parser().parse_known_args(args)
         overrides = OverridesParser.create().parse_overrides(parsed_args.overrides)
     except (HydraException, SystemExit, ValueError):
         return
-    search_path = create_config_search_path(f"file://{Path(folder).resolve()}")
-    if parsed_args.config_dir:
-        search_path.append("command-line", f"file://{Path(parsed_args.config_dir).resolve()}")
-    loader = ConfigLoaderImpl(config_search_path=search_path)
+    loader = config_loader(folder, parsed_args.config_dir)
     for override in overrides:
         group = override.key_or_group
         if override.is_delete() or not loader.repository.group_exists(group):

@@ -9,6 +9,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 
 from ablation.config.compose import register_resolvers
+from ablation.config.hydra_internals import sweep_jobs
 from ablation.runs.record import RECORD_FILENAME
 from ablation.sweep import outcomes
 
@@ -27,19 +28,17 @@ _job_folders: dict[str, list[Path]] = {}
 def job_configs(config) -> list[tuple[dict, Path]]:
     """Every job's resolved config (without ``hydra``) and output folder, as the
     sweeper will compose them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
     loader = GlobalHydra.instance().config_loader()
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
     configs = []
-    for batch in BasicSweeper.split_arguments(parsed, None):
-        for overrides in batch:
-            job = loader.load_sweep_config(config, list(overrides))
-            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                     for k, v in job.items() if k != "hydra"}
-            configs.append((plain, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir)))
+    for overrides in sweep_jobs(parsed):
+        job = loader.load_sweep_config(config, overrides)
+        plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                 for k, v in job.items() if k != "hydra"}
+        configs.append((plain, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir)))
     return configs
 
 

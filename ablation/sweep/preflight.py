@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from ablation.config.compose import check_composes, check_group_options
+from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
 
 __all__ = ["check_attention_kernel", "check_backend", "check_command_line", "check_commands"]
@@ -61,11 +62,9 @@ def parse_flags(args: list[str]):
     """Hydra's reading of its flags in ``args`` (an ``argparse.Namespace``), or
     None, silently, when argparse refuses them or answers itself (``--version``):
     Hydra then prints that, once."""
-    from hydra._internal.utils import get_args_parser
-
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
-            return get_args_parser().parse_args(args)
+            return args_parser().parse_args(args)
         except SystemExit:
             return None
 
@@ -111,7 +110,7 @@ def check_backend() -> None:
     written: Keras itself fails at the first job, in a traceback, after Hydra
     has made the job's folder (``KERAS_BACKEND=tensorflw``, a backend not
     installed, a ``keras.json`` that is not a JSON object)."""
-    from ablation.runtime.backend import KERAS_BACKENDS, keras_backend_setting
+    from ablation.config.backend import KERAS_BACKENDS, keras_backend_setting
 
     if "keras" in sys.modules:  # loaded already: whatever it picked works
         return
@@ -139,7 +138,7 @@ def check_attention_kernel(job: dict) -> None:
     if "keras" in sys.modules:
         name = sys.modules["keras"].backend.backend()
     else:
-        from ablation.runtime.backend import keras_backend_setting
+        from ablation.config.backend import keras_backend_setting
 
         name = keras_backend_setting()[0]
     if name != "jax":

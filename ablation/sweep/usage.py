@@ -107,9 +107,9 @@ def wants_job_configs(args: list[str]) -> bool:
 def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
     """Hydra's flags in ``args`` without ``-m``, and each job's overrides as the
     basic sweeper expands them (every combination of the comma-separated values)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from ablation.config.hydra_internals import sweep_jobs
     from ablation.sweep.preflight import parse_flags
 
     parsed = parse_flags(args)
@@ -121,8 +121,7 @@ def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
             flags += [option, value]
     flags += ["--resolve"] if parsed.resolve else []
     overrides = OverridesParser.create().parse_overrides(parsed.overrides)
-    return flags, [list(job) for batch in BasicSweeper.split_arguments(overrides, None)
-                   for job in batch]
+    return flags, sweep_jobs(overrides)
 
 
 def print_job_configs(args: list[str], show: Callable[[list[str]], None],
