@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ablation.config.backend import backend_suffix
 from ablation.config.refusals import ConfigError
 from ablation.config.secrets import names_secret, override_key
 from ablation.config.settings import names_job_folder
@@ -44,7 +45,9 @@ def split_overrides(text: str) -> list[str]:
 
 
 def folder_suffix(overrides: str) -> str:
-    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty.
+    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty;
+    on a backend other than TensorFlow, ``backend=<name>`` last
+    (:func:`ablation.config.backend.backend_suffix`): another backend is another job.
 
     Only overrides of settings name a folder (:func:`ablation.config.settings.names_job_folder`).
     Overrides of secret-looking keys, or whose value holds one (or was
@@ -53,6 +56,8 @@ def folder_suffix(overrides: str) -> str:
     """
     kept = [item for item in split_overrides(str(overrides or ""))
             if names_job_folder(override_key(item)) and not names_secret(item)]
+    backend = backend_suffix()
+    kept += [backend] if backend else []
     return "_" + ",".join(kept) if kept else ""
 
 

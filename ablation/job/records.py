@@ -1,24 +1,24 @@
 """What a job's record says before and after training: the run it is, and how it failed.
 
 :func:`base_record` is a run before it has measured anything (its switches,
-data, model, seed, config and environment); :func:`failed` marks one failed
+data, model, seed, config, and the code, libraries and device that run it:
+:mod:`ablation.runtime.provenance`); :func:`failed` marks one failed
 or interrupted, keeping the epochs done. The job's lifecycle
 (:mod:`ablation.job.lifecycle`) writes them; training adds what it measured.
 """
 from __future__ import annotations
 
 import math
-import platform
 import traceback
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-import keras
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.config import redact, switches, variant_name
 from ablation.runs.record import SCHEMA_VERSION, write_record
+from ablation.runtime.provenance import environment
 from ablation.runtime.signals import stop_name
 from ablation.train.epoch_metrics import EpochMetrics
 
@@ -55,12 +55,7 @@ def base_record(config: Mapping) -> dict:
         "train_seconds": None,
         "train_images_per_s": None,
         "wandb": {"id": None, "dir": None, "mode": config["wandb"]["mode"]},
-        "environment": {
-            "backend": keras.backend.backend(),
-            "keras": keras.__version__,
-            "python": platform.python_version(),
-            "host": platform.node(),
-        },
+        "environment": environment(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "finished_at": None,
         "config": redact(dict(config)),

@@ -100,9 +100,30 @@ def caption(block: pd.DataFrame) -> str:
                      f"{MIN_TIMED_STEPS}, the first epoch of each attempt excluded), which "
                      "measures start-up and the machine's other load, not the model "
                      "(comparison.csv keeps images_per_s and timed_steps).")
+    said = code_sentence(block)
+    if said:
+        parts.append(said)
     if (block["trainable_params"].isna() & block["params"].notna()).any():
         parts.append("Params marked * are totals (older records lack the trainable count).")
     return " ".join(parts)
+
+
+def code_sentence(block: pd.DataFrame) -> str:
+    """Which code the block's runs came from; said plainly when it is more than one."""
+    if "code" not in block:
+        return ""
+    codes = sorted({c for cell in block["code"].dropna() for c in str(cell).split(" | ") if c})
+    if not codes:
+        return ""
+    if len(codes) == 1:
+        text = f"Code: {codes[0]}."
+    else:
+        text = (f"MIXED CODE: the runs of this block came from {len(codes)} versions of the "
+                f"code ({'; '.join(codes)}), so a gap may reflect the code, not the switch.")
+    if block.get("code_resumed_under_other", pd.Series(dtype=bool)).fillna(False).any():
+        text += (" Some runs were resumed under other code than they started with "
+                 "(code_history in their records).")
+    return text
 
 
 FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (seed as a block); "

@@ -1,10 +1,14 @@
 """Run records -> one pandas row per run, grouped into comparable blocks.
 
 Runs are compared only with runs of the same dataset, model and training
-setting. Keys that a sweep varies on purpose (the switches, the seed) or
-that say nothing about the experiment (W&B settings, paths, verbosity) are
-ignored; any other key whose value differs splits the runs into separate,
-labelled blocks instead of being averaged together.
+setting, on the same Keras backend and the same data. Keys that a sweep
+varies on purpose (the switches, the seed) or that say nothing about the
+experiment (W&B settings, paths, verbosity) are ignored; any other key whose
+value differs, the backend (``backend=jax``) or the data's fingerprint
+(``data=sha256:...``, where records have one) splits the runs into separate,
+labelled blocks instead of being averaged together. Each run's ``code``
+(package version and commit, backend, Keras and NumPy versions) is kept so
+the caption can say which code a block's numbers came from.
 """
 from __future__ import annotations
 
@@ -16,7 +20,10 @@ from pathlib import Path
 import pandas as pd
 
 from ablation.config import SWITCHES, settings
+from ablation.config.backend import DEFAULT_BACKEND
+from ablation.runs.epochs import steady_epochs
 from ablation.runs.record import RecordError, find_records, read_record
+from ablation.runtime.provenance import describe_code
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +96,13 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "data_source": (record.get("data") or {}).get("source"),
             "timed_steps": timed_steps(record),
             "temperature_start": temperature_start(record),
-            "_settings": settings(record["config"]),
+            "code": describe_environment(record.get("environment")),
+            "code_resumed_under_other": len(record.get("code_history") or []) > 1,
+            "_settings": {**settings(record["config"]), **identity(record)},
         })
     runs = pd.DataFrame(rows)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
-    _check_same_data(runs)
     for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s",
                 "test_images", "trainable_params", "best_test_top1", "best_test_top5",
                 "timed_steps", "temperature_start"):
@@ -106,17 +114,27 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     return runs.reset_index(drop=True)
 
 
-def _check_same_data(runs: pd.DataFrame) -> None:
-    """A block compares runs on the same data: one trained on other data (another
-    folder behind the same ``dataset.path``) is refused, naming both."""
-    for key, block in runs.groupby(["dataset", "model", "protocol", "setting"]):
-        known = block.dropna(subset=["data_fingerprint"]).drop_duplicates("data_fingerprint")
-        if len(known) > 1:
-            a, b = known.iloc[0], known.iloc[1]
-            raise ReportError(
-                f"{key[0]} x {key[1]}: runs trained on different data cannot be compared: "
-                f"{a['path']} ({a['data_source']}, {a['data_fingerprint'][:19]}) and "
-                f"{b['path']} ({b['data_source']}, {b['data_fingerprint'][:19]})")
+def identity(record: dict) -> dict[str, str]:
+    """What makes a run another experiment besides its config, as setting-like
+    entries: its Keras backend and, where recorded, its data's fingerprint."""
+    backend = (record.get("environment") or {}).get("backend") or DEFAULT_BACKEND
+    out = {"backend": json.dumps(backend)}
+    fingerprint = (record.get("data") or {}).get("fingerprint")
+    if fingerprint:
+        out["data"] = json.dumps(str(fingerprint)[:19])
+    return out
+
+
+def describe_environment(environment: dict | None) -> str:
+    """``vit-ablation 0.1.0 @ 1a2b3c4, tensorflow 2.21.0, Keras 3.15.1, NumPy 2.3.5``
+    (what is unknown in older records is left out)."""
+    env = environment or {}
+    parts = [f"vit-ablation {describe_code(env.get('code'))}"]
+    if env.get("backend"):
+        parts.append(f"{env['backend']} {env.get('backend_version') or ''}".strip())
+    parts += [f"{name} {env[key]}" for key, name in (("keras", "Keras"), ("numpy", "NumPy"))
+              if env.get(key)]
+    return ", ".join(parts)
 
 
 # An accuracy within this many images of a whole number of correct images is
@@ -147,8 +165,8 @@ def timed_steps(record: dict) -> int | None:
     if not (data.get("train") and trainer.get("batch_size") and epochs):
         return None
     images = data["train"] * int(trainer.get("passes_per_epoch") or 1)
-    steady = epochs - 1 - len(record.get("resumed_from_epochs") or [])
-    return max(steady, 0) * math.ceil(images / int(trainer["batch_size"]))
+    steady = steady_epochs(epochs, record.get("resumed_from_epochs") or [])
+    return len(steady) * math.ceil(images / int(trainer["batch_size"]))
 
 
 def temperature_start(record: dict) -> float | None:

@@ -116,6 +116,9 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
         row["timed_steps"] = ok["timed_steps"].min() if len(ok) else np.nan
         row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
         row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
+        row["code"] = " | ".join(sorted(set(ok["code"].dropna()))) if "code" in ok else ""
+        row["code_resumed_under_other"] = bool(ok.get("code_resumed_under_other",
+                                                      pd.Series(dtype=bool)).any())
         rows.append(row)
     return rows
 

@@ -98,6 +98,7 @@ class Record(_Open):
     environment: dict[str, Any] | None = None
     data: dict[str, Any] | None = None
     normalization: dict[str, Any] | None = None  # the input normalisation's source and statistics
+    code_history: list[dict[str, Any]] | None = None  # the code of each attempt (resumes)
     diagnostics: dict[str, Any] | None = None
     model_file: StrictStr | None = None       # the trained model, beside the record
     timings: dict[str, Number | None] | None = None  # seconds per phase of the job

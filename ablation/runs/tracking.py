@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from ablation.config.secrets import scrub_text
 from ablation.config.switches import SWITCHES, as_bool, variant_label
 from ablation.runs.files import set_aside
+from ablation.runtime.provenance import environment
 from ablation.runtime.signals import exit_code
 
 log = logging.getLogger(__name__)
@@ -239,8 +240,10 @@ def finish_stopped(run, error: BaseException) -> None:
 
 
 def wandb_config(config: Mapping) -> dict:
-    """The run's config: the resolved config, the switches as booleans, and ``variant``."""
+    """The run's config: the resolved config, the switches as booleans, ``variant``,
+    and ``environment``: the code, libraries and device (as in the record)."""
     out = dict(config)
+    out["environment"] = environment()
     if all(k in config for k in SWITCHES):
         out.update({k: as_bool(config[k], k) for k in SWITCHES})
         out["variant"] = variant_label(*(out[k] for k in SWITCHES))

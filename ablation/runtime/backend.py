@@ -1,46 +1,9 @@
-"""Which Keras backend a process will load, and loading it lightly.
-
-Read without importing Keras, so the command line can refuse a backend that
-cannot load before anything is written.
-"""
+"""Loading Keras and its backend lightly (which backend: :mod:`ablation.config.backend`)."""
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-
-# The backends Keras 3 can load; each needs the module of the same name.
-KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
-
-
-def keras_backend_setting() -> tuple[str | None, str]:
-    """The backend ``import keras`` will load and where that comes from, read
-    as Keras reads it without importing it: a non-empty ``KERAS_BACKEND``,
-    else ``backend`` in its ``keras.json``, else TensorFlow (a ``keras.json``
-    that is not JSON counts as empty, as in Keras). The name is None when
-    Keras cannot read its ``keras.json`` (an unreadable file, JSON that is
-    not an object): it then fails to import."""
-    backend = os.environ.get("KERAS_BACKEND") or None  # Keras ignores an empty one
-    if backend is not None:
-        return backend, "KERAS_BACKEND"
-    home = os.environ.get("KERAS_HOME")
-    if home is None:
-        base = os.path.expanduser("~")
-        home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
-    path = os.path.expanduser(os.path.join(home, "keras.json"))
-    if not os.path.exists(path):
-        return "tensorflow", "Keras's default"
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except ValueError:
-        return "tensorflow", "Keras's default"
-    except OSError:
-        return None, path
-    if not isinstance(config, dict):
-        return None, path
-    return config.get("backend", "tensorflow"), path
+from ablation.config.backend import KERAS_BACKENDS, keras_backend_setting  # noqa: F401
 
 
 def import_keras():

@@ -21,6 +21,7 @@ from ablation.data import Dataset
 from ablation.model import build_model
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
+from ablation.runtime.provenance import code_history
 from ablation.runtime.signals import pending_stop
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
@@ -130,6 +131,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
         epochs.restore(resume_from.state)
         log.info("resuming from the end of epoch %d", initial_epoch)
+    codes = code_history(resume_from.state.get("code_history") if resume_from else None)
     params = int(model.count_params())
     trainable_params = trainable_count(model)
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
@@ -143,7 +145,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     if trainer.get("checkpoint", True):
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
-            **(state_extra or {})}))
+            "code_history": codes, **(state_extra or {})}))
     pad = pad_batches(trainer, model)
 
     def split(x, y):  # (x, targets[, sample weights]): with pad, whole batches only
@@ -203,6 +205,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "train_images_per_s": epochs.images_per_second(
             len(data.x_train) * int(trainer.get("passes_per_epoch", 1))),
         "normalization": statistics.as_record(),
+        "code_history": codes,
         "data": {"train": len(data.x_train), "val": len(data.x_val),
                  "test": len(data.x_test), "input_shape": list(data.input_shape),
                  "num_classes": data.num_classes},

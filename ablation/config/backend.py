@@ -1,0 +1,53 @@
+"""Which Keras backend a process will load, read without importing Keras.
+
+The command line refuses a backend that cannot load before anything is
+written, and the backend is part of a job's identity: a job on another
+backend than TensorFlow (Keras's default) gets its own folder
+(:func:`backend_suffix`), so its record never stands in for the TensorFlow
+run of the same variant, nor the other way round.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+DEFAULT_BACKEND = "tensorflow"
+
+# The backends Keras 3 can load; each needs the module of the same name.
+KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
+
+
+def keras_backend_setting() -> tuple[str | None, str]:
+    """The backend ``import keras`` will load and where that comes from, read
+    as Keras reads it without importing it: a non-empty ``KERAS_BACKEND``,
+    else ``backend`` in its ``keras.json``, else TensorFlow (a ``keras.json``
+    that is not JSON counts as empty, as in Keras). The name is None when
+    Keras cannot read its ``keras.json`` (an unreadable file, JSON that is
+    not an object): it then fails to import."""
+    backend = os.environ.get("KERAS_BACKEND") or None  # Keras ignores an empty one
+    if backend is not None:
+        return backend, "KERAS_BACKEND"
+    home = os.environ.get("KERAS_HOME")
+    if home is None:
+        base = os.path.expanduser("~")
+        home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+    path = os.path.expanduser(os.path.join(home, "keras.json"))
+    if not os.path.exists(path):
+        return DEFAULT_BACKEND, "Keras's default"
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except ValueError:
+        return DEFAULT_BACKEND, "Keras's default"
+    except OSError:
+        return None, path
+    if not isinstance(config, dict):
+        return None, path
+    return config.get("backend", DEFAULT_BACKEND), path
+
+
+def backend_suffix() -> str:
+    """``backend=<name>`` for a backend other than :data:`DEFAULT_BACKEND`, else "":
+    the part of a job folder's name that says which backend made it."""
+    name = keras_backend_setting()[0]
+    return f"backend={name}" if name in KERAS_BACKENDS and name != DEFAULT_BACKEND else ""
