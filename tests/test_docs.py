@@ -42,3 +42,14 @@ def test_relative_links_in_the_docs_resolve():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_the_configuration_page_lists_exactly_what_is_not_a_setting():
+    from ablation.config.settings import NOT_A_SETTING, NOT_A_SETTING_PREFIXES, PRESET_GROUP
+
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    start = page.index("Keys that do not change what is trained")
+    paragraph = page[start:page.index("\n\n", start)]
+    named = set(re.findall(r"`([a-z_.]+?)(?:\.\*)?`", paragraph))
+    assert named - {"NOT_A_SETTING"} == {
+        *NOT_A_SETTING, *(p.rstrip(".") for p in NOT_A_SETTING_PREFIXES), PRESET_GROUP}
