@@ -52,6 +52,56 @@ def test_imports_point_one_way():
     assert not wrong, wrong
 
 
+def imported_modules(path: Path) -> dict[str, set[str]]:
+    """``ablation.x.y`` module -> the names a module takes from it, lazily or not
+    (``from ablation.x import y`` counts as importing ``ablation.x.y`` when that
+    is a module)."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("ablation"):
+            for alias in node.names:
+                sub = PACKAGE.parent / (node.module.replace(".", "/") + f"/{alias.name}.py")
+                target = f"{node.module}.{alias.name}" if sub.exists() else node.module
+                found.setdefault(target, set()).add(alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("ablation."):
+                    found.setdefault(alias.name, set())
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_imports_itself_through_others():
+    graph = {module_name(p): {m for m in imported_modules(p) if not m.endswith("__init__")}
+             for p in PACKAGE.rglob("*.py")}
+    circles = []
+
+    def visit(node, path):
+        for nxt in graph.get(node, ()):
+            if nxt == path[0]:
+                circles.append(" -> ".join([*path, nxt]))
+            elif nxt not in path and len(path) < 8:
+                visit(nxt, [*path, nxt])
+
+    for start in graph:
+        if "." in start.removeprefix("ablation."):    # modules, not package faces
+            visit(start, [start])
+    assert not circles, sorted(circles)[:5]
+
+
+def test_no_module_takes_another_modules_private_names():
+    taken = [f"{module_name(p)} takes {name} from {source}"
+             for p in sorted(PACKAGE.rglob("*.py"))
+             for source, names in imported_modules(p).items()
+             for name in names if name.startswith("_") and source != module_name(p)]
+    assert not taken, taken
+
+
 def test_modules_are_small_or_say_why():
     long = [f"{p.relative_to(PACKAGE)}: {n} lines" for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MAX_LINES

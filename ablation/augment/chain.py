@@ -13,7 +13,7 @@ from ablation.augment.affine import AffineAugmentation
 from ablation.augment.normalization import AdaptedNormalization, ChannelStatistics
 from ablation.augment.recipe import recipe_layers
 from ablation.augment.seeding import layer_seed
-from ablation.config.validate import AUGMENTATION_IMPLEMENTATIONS
+from ablation.config.choices import AUGMENTATION_IMPLEMENTATIONS
 
 
 def build_augmentation(

@@ -21,6 +21,8 @@ import keras
 import numpy as np
 from keras import layers, ops
 
+from ablation.config.choices import NORMALIZATIONS
+
 # Rows summed at a time: a float64 copy of a chunk, not of the data.
 _CHUNK = 4096
 PIXEL_RANGE = 255.0
@@ -87,8 +89,8 @@ def normalization_statistics(config: Mapping, x_train: np.ndarray | None
             raise ValueError(f"dataset.official_statistics has {len(statistics.mean)} "
                              f"channels, the images {np.shape(x_train)[-1]}")
         return statistics
-    if choice != "adapted":
-        raise ValueError(f"augmentation.normalization={choice!r}: use adapted or official")
+    if choice not in NORMALIZATIONS:
+        raise ValueError(f"augmentation.normalization={choice!r}: use {' or '.join(NORMALIZATIONS)}")
     return None if x_train is None else channel_statistics(x_train)
 
 

@@ -10,8 +10,8 @@ from ablation.config.refusals import ConfigError, Refused, print_refusal
 from ablation.config.secrets import is_secret_key, redact, redact_argv, scrub_text
 from ablation.config.settings import check_same_config, differing_keys, settings
 from ablation.config.switches import SWITCHES, as_bool, switches, variant_name
-from ablation.config.validate import (AUGMENTATION_IMPLEMENTATIONS, PRECISIONS, WANDB_MODES,
-                                      validate)
+from ablation.config.choices import AUGMENTATION_IMPLEMENTATIONS, PRECISIONS, WANDB_MODES
+from ablation.config.validate import validate
 
 __all__ = [
     "AUGMENTATION_IMPLEMENTATIONS", "PRECISIONS", "SWITCHES", "WANDB_MODES", "ConfigError",

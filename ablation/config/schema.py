@@ -21,9 +21,9 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, Strict, Stri
 from pydantic.fields import FieldInfo
 
 from ablation.config.refusals import ConfigError
-from ablation.config.validate import (ATTENTION_KERNELS, AUGMENTATION_IMPLEMENTATIONS,
-                                      INITIALISATIONS, PRECISIONS, PROTOCOLS,
-                                      WANDB_MODES)
+from ablation.config.choices import (ATTENTION_KERNELS, AUGMENTATION_IMPLEMENTATIONS,
+                                     EPSILON_FORMS, INITIALISATIONS, NORMALIZATIONS, PRECISIONS,
+                                     PROTOCOLS, WANDB_MODES)
 
 
 def _number(predicate: str, **bounds):
@@ -75,7 +75,7 @@ class Trainer(BaseModel):
     learning_rate: PositiveNumber
     weight_decay: NonNegative = 0.0
     optimizer_epsilon: PositiveNumber = 1e-7
-    epsilon_form: _one_of(("keras", "torch")) = "keras"
+    epsilon_form: _one_of(EPSILON_FORMS) = "keras"
     warmup_fraction: Annotated[NonNegative, Field(lt=1, description="must be in [0, 1)")]
     warmup_epochs: Count | None = None
     min_learning_rate: NonNegative = 0.0
@@ -162,7 +162,7 @@ class Augmentation(BaseModel):
     policy: _one_of(("autoaugment", "randaugment")) | None = None
     random_erasing: Probability = 0.0
     mixing: Mixing = Mixing()
-    normalization: _one_of(("adapted", "official")) = "adapted"
+    normalization: _one_of(NORMALIZATIONS) = "adapted"
 
 
 class Wandb(BaseModel):

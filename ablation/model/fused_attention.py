@@ -33,7 +33,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from ablation.config.validate import ATTENTION_KERNELS
+from ablation.config.choices import ATTENTION_KERNELS
 
 __all__ = ["ATTENTION_KERNELS", "fused_attention", "fused_pays_off", "on_gpu",
            "pallas_attention"]

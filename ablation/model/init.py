@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ablation.config.validate import INITIALISATIONS
+from ablation.config.choices import INITIALISATIONS
 
 QKV = ("attention/query/kernel", "attention/key/kernel", "attention/value/kernel")
 

@@ -47,7 +47,7 @@ def load_model(path: str | Path, compile: bool = True) -> keras.Model:
     class labels: sparse cross-entropy from logits, ``top1`` and ``top5``
     accuracy, so ``evaluate`` reproduces the record's test metrics.
     """
-    import ablation.model  # noqa: F401  (registers the layers the file names)
+    import ablation.model.vit  # noqa: F401  (imports, and so registers, every layer a model holds)
 
     path = Path(path)
     if path.is_dir():

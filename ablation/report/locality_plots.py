@@ -9,7 +9,7 @@ import pandas as pd
 
 from ablation.runs.record import ATTENTION_MAPS_FILE
 from ablation.report.locality import with_diagnostics
-from ablation.report.plots import pyplot, variant_label
+from ablation.report.figures import pyplot, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 

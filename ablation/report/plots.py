@@ -9,38 +9,14 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ablation.report.figures import completed_runs, grid, pyplot, seeds_text, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
-
-TEMPERATURE_KEY = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
-
-
-def pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
-    rows = -(-count // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    return fig, axes.ravel()
-
-
-def seeds_text(seeds) -> str:
-    """``seed 0`` / ``seeds 0, 1, 2``."""
-    seeds = sorted({int(s) for s in seeds})
-    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
-
 
 def n_text(block: pd.DataFrame) -> str:
     """``mean over 3 seeds`` (or ``n per point`` when the variants differ)."""
@@ -65,7 +41,7 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
     """
     plt = pyplot()
     groups = list(table.groupby(BLOCK, sort=False))
-    fig, axes = _grid(plt, len(groups))
+    fig, axes = grid(plt, len(groups))
     for ax, (key, block) in zip(axes, groups):
         x = np.arange(len(block))
         means = block["top1_mean"].to_numpy(dtype=float)
@@ -92,15 +68,6 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def _done(runs: pd.DataFrame, key) -> pd.DataFrame:
-    mask = np.logical_and.reduce([runs[c] == v for c, v in zip(BLOCK, key)])
-    return runs[mask & (runs["status"] == "completed")]
-
-
-def variant_label(row) -> str:
-    return VARIANTS[(bool(row["spt"]), bool(row["lsa"]), bool(row["learnable_temperature"]))]
 
 
 def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataFrame]:
@@ -152,9 +119,9 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
     """The figure of :func:`val_curves` (open; the caller saves and closes it)."""
     plt = pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
-    fig, axes = _grid(plt, len(keys))
+    fig, axes = grid(plt, len(keys))
     for ax, key in zip(axes, keys):
-        done = _done(runs, key)
+        done = completed_runs(runs, key)
         metric, ylabel = _curve_metric(done)
         for label, hist in _mean_history(done, lambda c, m=metric: c == m).items():
             ax.plot(hist.index, 100 * hist[metric], label=label, **line_style(label))

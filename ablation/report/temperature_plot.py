@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablation.report.plots import TEMPERATURE_KEY, _done, _grid, pyplot, seeds_text, variant_label
+from ablation.report.figures import (TEMPERATURE_KEY, completed_runs, grid, pyplot, seeds_text,
+                                     variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
@@ -64,14 +65,14 @@ def temperature_figure(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
     """Write ``path``, or return None when no run learned a temperature."""
     panels = []
     for key, _ in table.groupby(BLOCK, sort=False):
-        block_runs = _done(runs, key)
+        block_runs = completed_runs(runs, key)
         starts = block_runs["temperature_start"].dropna()
         for label, found in changes(block_runs).items():
             panels.append((key, label, found + (starts.iloc[0] if len(starts) else None,)))
     if not panels:
         return None
     plt = pyplot()
-    fig, axes = _grid(plt, len(panels), width=5, height=3.6, cols=min(len(panels), 2))
+    fig, axes = grid(plt, len(panels), width=5, height=3.6, cols=min(len(panels), 2))
     bound = limit([found[0] for _, _, found in panels])
     for ax, (key, label, (change, seeds, from_t0, start)) in zip(axes, panels):
         colors = plt.cm.viridis(np.linspace(0, 0.9, change.shape[1]))

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
                       StrictStr, ValidationError)
 
-from ablation.config.validate import WANDB_MODES
+from ablation.config.choices import WANDB_MODES
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 import keras
 from keras import ops
 
-EPSILON_FORMS = ("keras", "torch")
+from ablation.config.choices import EPSILON_FORMS
+
 
 
 @keras.saving.register_keras_serializable(package="ablation")

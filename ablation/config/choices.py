@@ -1,0 +1,24 @@
+"""The allowed values of the config's enumerated keys: one list each, read by the
+schema (refusals), by the code that acts on the value, and by ``--help``."""
+from __future__ import annotations
+
+# wandb.mode
+WANDB_MODES = ("online", "offline", "disabled")
+# trainer.precision: Keras dtype policies (mixed_bfloat16: bf16 compute, fp32 weights).
+PRECISIONS = ("float32", "mixed_bfloat16")
+# augmentation.implementation (see ablation.augment.chain.build_augmentation):
+# official = the per-image recipe in the input pipeline with PIL's semantics.
+AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
+# model.init (see ablation.model.init): Keras' defaults, the official code's, the keras.io example's.
+INITIALISATIONS = ("keras", "official", "keras_io")
+# model.attention_kernel (see ablation.model.fused_attention): auto picks per backend and
+# device; explicit spells softmax(q.k) v out in keras.ops; fused calls
+# keras.ops.dot_product_attention; pallas is a JAX kernel with attention dropout.
+ATTENTION_KERNELS = ("auto", "explicit", "fused", "pallas")
+# trainer.protocol: holdout (validation split, final-epoch test) or official (test every epoch).
+PROTOCOLS = ("holdout", "official")
+# augmentation.normalization (see ablation.augment.normalization): the training split's
+# exact statistics, or the official code's Normalize constants (dataset.official_statistics).
+NORMALIZATIONS = ("adapted", "official")
+# trainer.epsilon_form (see ablation.train.optimizer): where AdamW adds its epsilon.
+EPSILON_FORMS = ("keras", "torch")
