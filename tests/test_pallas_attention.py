@@ -21,6 +21,7 @@ def qkv(batch, tokens, heads, dim, dtype="float32", seed=0):
     return [jnp.asarray(rng.normal(size=(batch, tokens, heads, dim)), dtype) for _ in range(4)]
 
 
+@pytest.mark.slow   # Pallas's interpreter: 5-11 s a case on a 2-core CPU
 @pytest.mark.parametrize("batch, tokens, heads, dim, rate, mask, dtype", [
     (2, 9, 2, 8, 0.0, False, "float32"),   # one block, padded 9 -> 16
     (2, 9, 2, 8, 0.3, True, "float32"),
@@ -207,6 +208,7 @@ print("pallas on jax: ok")
 '''
 
 
+@pytest.mark.slow   # about a minute and a half in Pallas's interpreter
 def test_kernel_route_computes_the_explicit_one_on_jax():
     """On the JAX backend, with and without each switch: the layer's Pallas route
     equals mix(attention_weights) with the same keep mask, outputs and gradients

@@ -2,7 +2,6 @@
 import pytest
 import http.server
 import threading
-import time
 
 from ablation.runs.record import find_records, read_record
 from conftest import run_cli, smoke_overrides, wandb_inspect
@@ -12,22 +11,20 @@ PLANTED_CLI = "plantedclikey" + "1" * 27
 
 
 def online_sweep(tmp_path, env, *extra):
-    started = time.monotonic()
-    result = run_cli("-m", "wandb.mode=online", *smoke_overrides(tmp_path, "trainer.epochs=1"),
-                     *extra, env={"HOME": str(tmp_path / "home"), **env}, timeout=300)
-    return result, time.monotonic() - started
+    """The sweep with W&B online; a fallback that hangs fails on run_cli's timeout."""
+    return run_cli("-m", "wandb.mode=online", *smoke_overrides(tmp_path, "trainer.epochs=1"),
+                   *extra, env={"HOME": str(tmp_path / "home"), **env}, timeout=300)
 
 
 @pytest.mark.slow
 def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path, wandb_cli):
-    result, seconds = online_sweep(
+    result = online_sweep(
         tmp_path / "out", {"WANDB_API_KEY": PLANTED_ENV, "WANDB_BASE_URL": "http://127.0.0.1:9"},
         f"+wandb.api_key={PLANTED_CLI}")
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout + result.stderr
     assert "W&B online is unavailable (cannot reach 127.0.0.1:9" in out
     assert "upload later with: wandb sync" in out
-    assert seconds < 150
     (path,) = find_records(tmp_path / "out")
     record = read_record(path)
     assert record["status"] == "completed" and record["wandb"]["mode"] == "offline"
@@ -58,12 +55,11 @@ def test_no_credentials_falls_back_to_offline(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Unauthorized)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result, seconds = online_sweep(
+        result = online_sweep(
             tmp_path / "out", {"WANDB_BASE_URL": f"http://127.0.0.1:{server.server_port}"})
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stderr[-2000:]
     assert "W&B online is unavailable (" in result.stdout + result.stderr
-    assert seconds < 150
     (path,) = find_records(tmp_path / "out")
     assert read_record(path)["wandb"]["mode"] == "offline"
