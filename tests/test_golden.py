@@ -26,6 +26,7 @@ from ablation.augment.autoaugment import CIFAR10_POLICY
 from ablation.augment.normalization import normalization_statistics
 from ablation.augment.official import apply_operation, from_config, magnitude
 from ablation.data.batches import Mixer
+from ablation.model import build_model
 from ablation.model.official_weights import keras_weights, load_official_weights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +43,6 @@ def paper_config(*overrides):
 
 
 def paper_model(spt: bool, seed: int = 0):
-    from ablation.model import build_model
-
     return build_model(paper_config(f"spt={spt}", f"lsa={spt}", f"seed={seed}"), 100, (32, 32, 3))
 
 
@@ -219,6 +218,18 @@ def test_official_weights_for_other_switches_are_refused_before_anything_is_set(
         load_official_weights(model, {"pos_embedding": np.zeros((1, 65, 192))})
     with pytest.raises(ValueError, match="has no 'cls_token'"):
         load_official_weights(model, {k: v for k, v in official.items() if k != "cls_token"})
+    divide = build_model(paper_config("spt=true", "lsa=true", "model.temperature_form=divide"),
+                         100, (32, 32, 3))
+    with pytest.raises(ValueError, match="per-head multiplier"):
+        load_official_weights(divide, official)
+
+
+def test_the_official_checkpoint_file_loads_as_its_state_dict():
+    names = json.loads(str(GOLDEN["vit_names"]))
+    official = golden_weights([(n, tuple(s)) for n, s in names], seed=1)
+    wrapped = load_official_weights(paper_model(False), {"model_state_dict": official})
+    bare = load_official_weights(paper_model(False), official)
+    assert all(np.array_equal(a, b) for a, b in zip(wrapped.get_weights(), bare.get_weights()))
 
 
 def official_counterparts(model, names_shapes) -> dict:
@@ -271,9 +282,11 @@ def test_every_initial_parameter_is_drawn_as_the_official(label, spt):
 
 
 def test_every_layer_norm_has_the_official_epsilon():
-    norms = [layer for layer in paper_model(True)._flatten_layers()
-             if isinstance(layer, keras.layers.LayerNormalization)]
-    assert len(norms) == 2 * 9 + 2                       # blocks, SPT, final
+    model = paper_model(True)
+    norms = [model.get_layer("patch_tokenizer").norm, model.get_layer("final_norm")]
+    norms += [n for block in range(9) for n in (model.get_layer(f"block_{block}").attention_norm,
+                                                model.get_layer(f"block_{block}").mlp_norm)]
+    assert all(isinstance(n, keras.layers.LayerNormalization) for n in norms)
     assert all(layer.epsilon == pytest.approx(float(GOLDEN["layer_norm_eps"])) for layer in norms)
 
 

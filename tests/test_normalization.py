@@ -86,3 +86,17 @@ def test_official_normalisation_without_official_constants_is_refused():
     cfg = config("experiment=paper_cifar10")
     with pytest.raises(ValueError, match="3 channels, the images 1"):
         normalization_statistics(cfg, np.zeros((4, 8, 8, 1), np.float32))
+
+
+def test_a_restored_model_reports_the_statistics_it_holds():
+    from ablation.augment.normalization import ChannelStatistics, model_statistics
+    from ablation.model import build_model
+
+    cfg = config("model=tiny", "dataset=digits")
+    x = np.random.default_rng(2).integers(0, 17, (64, 8, 8, 1)).astype(np.float32)
+    stats = channel_statistics(x)
+    model = build_model(cfg, 10, (8, 8, 1), normalization=stats)
+    assert model_statistics(model, stats) is stats               # the config's, as held
+    other = ChannelStatistics(stats.mean + 1, stats.std, "adapted")
+    held = model_statistics(model, other)                          # a checkpoint's own
+    assert held.source == "checkpoint" and np.allclose(held.mean, stats.mean, rtol=1e-6)

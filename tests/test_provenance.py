@@ -2,8 +2,10 @@
 backend and the data are part of a run's identity; the report says which
 code its numbers came from."""
 import json
+import os
 import shutil
 import subprocess
+import sys
 from importlib.metadata import version
 
 import keras
@@ -16,7 +18,8 @@ from ablation.config.folders import folder_suffix
 from ablation.runs.record import find_records, read_record
 from ablation.runs.schema import validate_record
 from ablation.runtime import provenance
-from ablation.runtime.provenance import code_history, code_state, describe_code, environment
+from ablation.runtime.provenance import (UNKNOWN_CODE, code_history, code_state, describe_code,
+                                         environment)
 
 
 def git(*args):
@@ -72,19 +75,35 @@ def test_code_history_adds_an_attempt_only_when_the_code_changed():
     assert code_history([now]) == [now]
     older = {**now, "commit": "0" * 40}
     assert code_history([older]) == [older, now]
+    # a checkpoint from before code was recorded: its attempt's code is unknown
+    assert code_history([UNKNOWN_CODE]) == [UNKNOWN_CODE, now]
     assert describe_code({"version": "1.2", "commit": "abcdef0123", "dirty": True}) \
         == "1.2 @ abcdef0+changes"
     assert describe_code(None) == "(version not recorded)"
 
 
-def test_another_backend_names_its_own_folder(monkeypatch):
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    assert folder_suffix("") == "" and folder_suffix("trainer.epochs=3") == "_trainer.epochs=3"
-    monkeypatch.setenv("KERAS_BACKEND", "jax")
-    assert folder_suffix("") == "_backend=jax"
-    assert folder_suffix("trainer.epochs=3") == "_trainer.epochs=3,backend=jax"
-    monkeypatch.setenv("KERAS_BACKEND", "../elsewhere")  # refused by preflight; never a path
-    assert folder_suffix("") == ""
+SUFFIXES = """
+import json, sys
+from ablation.config.folders import folder_suffix
+print(json.dumps([folder_suffix(""), folder_suffix("trainer.epochs=3"), "keras" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize("backend, plain, named", [
+    ("tensorflow", "", "_trainer.epochs=3"),
+    ("jax", "_backend=jax", "_trainer.epochs=3,backend=jax"),
+    ("../elsewhere", "", "_trainer.epochs=3"),        # refused by preflight; never a path
+])
+def test_another_backend_names_its_own_folder(backend, plain, named):
+    done = subprocess.run([sys.executable, "-c", SUFFIXES], capture_output=True, text=True,
+                          env={**os.environ, "KERAS_BACKEND": backend}, cwd=ROOT, check=True)
+    assert json.loads(done.stdout) == [plain, named, False]   # read without loading Keras
+
+
+def test_a_loaded_keras_names_its_own_backend(monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "jax")          # what a new process would load
+    expected = "" if keras.backend.backend() == "tensorflow" else f"_backend={keras.backend.backend()}"
+    assert folder_suffix("") == expected
 
 
 @pytest.mark.slow
@@ -115,6 +134,23 @@ def test_the_report_splits_backends_and_says_which_code(smoke_sweep, tmp_path):
     runs = load_runs(root)
     assert sorted(set(runs["setting"])) == ["backend=jax", "backend=tensorflow"]
     assert (runs.groupby("setting").size() == len(records)).all()   # nothing dropped
+    for path in find_records(root):
+        if "backend=jax" in path.parent.name:
+            path.parent.joinpath("run.json").unlink()
+
+    # a run without a recorded fingerprint (older, or failed) joins the one data known;
+    # runs on two different data are two blocks
+    first, second = (read_record(p) for p in paths[:2])
+    assert first["data"]["fingerprint"].startswith("sha256:")
+    first["data"].pop("fingerprint")
+    paths[0].write_text(json.dumps(first))
+    assert set(load_runs(root)["setting"]) == {""}
+    second["data"]["fingerprint"] = "sha256:" + "9" * 64
+    paths[1].write_text(json.dumps(second))
+    runs = load_runs(root).set_index("path")
+    assert runs.loc[str(paths[0]), "setting"] == "data=unrecorded"
+    assert runs.loc[str(paths[1]), "setting"] == "data=sha256:999999999999"
+    assert runs["setting"].str.startswith("data=sha256:").sum() == len(paths) - 1
 
     # one run of a block from other code: the caption says so plainly
     shutil.rmtree(root)

@@ -2,10 +2,10 @@
 
 The statistics are per channel, in raw pixel units (0-255), and exact at any
 size: :func:`channel_statistics` sums in float64 over chunks. A float32 mean
-over a whole CIFAR training split (about 1.5e8 values a channel) is not: the
-running sum stops growing once one more pixel is below its precision, which
-is what ``keras.layers.Normalization.adapt`` computes on a float32 array
-(its mean comes out near 0.33 of the range for any image set that size).
+over a whole CIFAR-sized training split is not: the running sum stops growing
+once one more pixel is below its precision, which is what
+``keras.layers.Normalization.adapt`` computes on a float32 array (its mean
+comes out far too low).
 
 ``augmentation.normalization`` chooses them: ``adapted`` (the training
 split's own) or ``official`` (the official code's ``Normalize`` constants for
@@ -92,6 +92,23 @@ def normalization_statistics(config: Mapping, x_train: np.ndarray | None
     if choice not in NORMALIZATIONS:
         raise ValueError(f"augmentation.normalization={choice!r}: use {' or '.join(NORMALIZATIONS)}")
     return None if x_train is None else channel_statistics(x_train)
+
+
+def model_statistics(model: keras.Model, expected: ChannelStatistics | None
+                     ) -> ChannelStatistics | None:
+    """The statistics ``model`` normalises with: ``expected`` when its layer holds
+    them, else the layer's own (source ``checkpoint``: a model restored from a
+    checkpoint written with other statistics keeps them)."""
+    try:
+        layer = model.get_layer("augmentation").get_layer("normalization")
+    except ValueError:
+        return expected
+    mean = np.asarray(layer.adapt_mean, np.float64).reshape(-1)
+    std = np.sqrt(np.asarray(layer.adapt_variance, np.float64)).reshape(-1)
+    if expected is not None and np.allclose(mean, expected.mean, rtol=1e-6) \
+            and np.allclose(std, expected.std, rtol=1e-6):
+        return expected
+    return ChannelStatistics(mean, std, "checkpoint")
 
 
 @keras.saving.register_keras_serializable(package="ablation")

@@ -126,8 +126,8 @@ def _cubic(v1, v2, v3, v4, d):
     """PIL's ``BICUBIC`` step (Geometry.c): the cubic convolution kernel with a = -1
     through the four taps ``v1..v4`` at offset ``d`` in [0, 1), in PIL's own
     Horner form and order of operations, in float64. Summing explicit tap
-    weights instead is the same polynomial, rounded otherwise: one grey level
-    off after truncation on a few per cent of pixels."""
+    weights instead is the same polynomial rounded otherwise, which truncation
+    turns into a grey level's difference on some pixels."""
     p2 = -v1 + v3
     p3 = 2 * (v1 - v2) + v3 - v4
     p4 = -v1 + v2 - v3 + v4

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 DEFAULT_BACKEND = "tensorflow"
 
@@ -48,6 +49,9 @@ def keras_backend_setting() -> tuple[str | None, str]:
 
 def backend_suffix() -> str:
     """``backend=<name>`` for a backend other than :data:`DEFAULT_BACKEND`, else "":
-    the part of a job folder's name that says which backend made it."""
-    name = keras_backend_setting()[0]
+    the part of a job folder's name that says which backend made it (Keras's
+    own answer where it is loaded already, else what it will load)."""
+    keras = sys.modules.get("keras")
+    loaded = getattr(getattr(keras, "backend", None), "backend", None)
+    name = loaded() if callable(loaded) else keras_backend_setting()[0]
     return f"backend={name}" if name in KERAS_BACKENDS and name != DEFAULT_BACKEND else ""

@@ -155,6 +155,7 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     started, clock = time.time(), time.perf_counter()
     data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
+    record["data"] = dict(fingerprint)  # a failed run says which data it failed on too
     record["timings"] = {"job_started_unix": round(started, 3),
                          "data": round(time.perf_counter() - clock, 3)}
     try:

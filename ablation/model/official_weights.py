@@ -25,6 +25,8 @@ from collections.abc import Mapping
 import keras
 import numpy as np
 
+from ablation.model.vit import attention_layers
+
 # Project copy g of the shifted stack is official copy SPT_ORDER[g].
 SPT_ORDER = (0, 4, 2, 3, 1)
 _CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper"
@@ -101,11 +103,20 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
 def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
     """Copy an official ``SPT_LSA_ViT`` ViT state dict into ``model`` (``model=paper``
     with matching switches, classes and sizes); every trainable weight is set.
+    ``state`` may be the official checkpoint itself (its ``model_state_dict``).
 
     Raises ValueError naming the first weight that has no counterpart or the
     wrong shape, before anything is assigned.
     """
+    if "model_state_dict" in state:  # the official best.pth / checkpoint.pth wrap it
+        state = state["model_state_dict"]
     values = keras_weights(state)
+    for layer in attention_layers(model):
+        if layer.learnable_temperature and not (
+                layer.temperature_form == "multiply" and layer.temperature_per_head):
+            raise ValueError(f"{layer.name} learns its temperature as temperature_form="
+                             f"{layer.temperature_form!r}, per_head={layer.temperature_per_head}: "
+                             f"the official scale is a per-head multiplier ({_CHECK})")
     plan = []
     for variable in model.weights:
         if variable.path not in values:

@@ -101,6 +101,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "_settings": {**settings(record["config"]), **identity(record)},
         })
     runs = pd.DataFrame(rows)
+    _add_data_identity(runs)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
     for col in ("test_top1", "test_top5", "best_val_top1", "train_seconds", "train_images_per_s",
@@ -115,14 +116,25 @@ def load_runs(path: str | Path) -> pd.DataFrame:
 
 
 def identity(record: dict) -> dict[str, str]:
-    """What makes a run another experiment besides its config, as setting-like
-    entries: its Keras backend and, where recorded, its data's fingerprint."""
+    """What makes a run another experiment besides its config, as a setting-like
+    entry: its Keras backend (the data: :func:`_add_data_identity`)."""
     backend = (record.get("environment") or {}).get("backend") or DEFAULT_BACKEND
-    out = {"backend": json.dumps(backend)}
-    fingerprint = (record.get("data") or {}).get("fingerprint")
-    if fingerprint:
-        out["data"] = json.dumps(str(fingerprint)[:19])
-    return out
+    return {"backend": json.dumps(backend)}
+
+
+def _add_data_identity(runs: pd.DataFrame) -> None:
+    """Where a dataset x model holds runs on more than one recorded data
+    fingerprint, each run's fingerprint becomes part of its setting (a run
+    without one, ``unrecorded``), so each data is a block of its own. A run
+    that does not record its fingerprint (older records) joins the one known."""
+    for _, block in runs.groupby(["dataset", "model", "protocol"]):
+        known = block["data_fingerprint"].dropna().unique()
+        if len(known) < 2:
+            continue
+        for index, fingerprint in block["data_fingerprint"].items():
+            label = str(fingerprint)[:19] if isinstance(fingerprint, str) else "unrecorded"
+            runs.at[index, "_settings"] = {**runs.at[index, "_settings"],
+                                           "data": json.dumps(label)}
 
 
 def describe_environment(environment: dict | None) -> str:

@@ -10,7 +10,8 @@ CUDA and cuDNN where the backend says).
 
 Everything is read once per process: the code a process runs was loaded
 when it started, so a later edit of the checkout does not describe it.
-Every probe is best effort: what cannot be read is null, never an error.
+Every probe of git and the device is best effort: what cannot be read is
+null, never an error; git runs without taking its index lock.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import ablation
 
+# What an attempt whose code was never recorded (an older checkpoint) ran.
+UNKNOWN_CODE = {"version": None, "commit": None, "dirty": None}
 # The paths whose changes change what a run computes.
 CODE_PATHS = ("ablation", "conf", "run_sweep.py", "pyproject.toml")
 _TIMEOUT = 10
@@ -35,7 +38,8 @@ def _git(root: Path, *args: str) -> str | None:
     if git is None:
         return None
     try:
-        done = subprocess.run([git, "-C", str(root), "-c", "core.fsmonitor=false", *args],
+        done = subprocess.run([git, "--no-optional-locks", "-C", str(root),
+                               "-c", "core.fsmonitor=false", *args],
                               capture_output=True, text=True, timeout=_TIMEOUT,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):

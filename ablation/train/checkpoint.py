@@ -32,9 +32,10 @@ from pathlib import Path
 import keras
 import numpy as np
 
-# registers the classes a saved model names (its layers, its optimizer's
-# schedule), so that load_model finds them whoever imported this module
+# registers the classes a saved model names (its layers, its optimizer and
+# its schedule), so that load_model finds them whoever imported this module
 import ablation.model  # noqa: F401
+import ablation.train.optimizer  # noqa: F401
 import ablation.train.schedules  # noqa: F401
 from ablation.data.formats import one_line
 from ablation.runs.files import (atomic_write, fsync_path, replaced_folder, set_aside,

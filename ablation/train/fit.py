@@ -15,13 +15,13 @@ from pathlib import Path
 
 import keras
 
-from ablation.augment.normalization import normalization_statistics
+from ablation.augment.normalization import model_statistics, normalization_statistics
 from ablation.config.secrets import redact
 from ablation.data import Dataset
 from ablation.model import build_model
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
-from ablation.runtime.provenance import code_history
+from ablation.runtime.provenance import UNKNOWN_CODE, code_history
 from ablation.runtime.signals import pending_stop
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
@@ -129,9 +129,11 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         initial_epoch = 0
     else:
         model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
+        statistics = model_statistics(model, statistics)  # the checkpoint's, if other
         epochs.restore(resume_from.state)
         log.info("resuming from the end of epoch %d", initial_epoch)
-    codes = code_history(resume_from.state.get("code_history") if resume_from else None)
+    codes = code_history(resume_from.state.get("code_history", [UNKNOWN_CODE])
+                         if resume_from else None)
     params = int(model.count_params())
     trainable_params = trainable_count(model)
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
