@@ -162,6 +162,10 @@ def test_the_report_splits_backends_and_says_which_code(smoke_sweep, tmp_path):
     text = write_report(root, make_plots=False).markdown
     assert "MIXED CODE: the runs of this block came from 2 versions" in text
     assert "@ fffffff" in text
+    # on request, each code is a block of its own, labelled by it
+    runs = load_runs(root, split_by_code=True)
+    assert runs["setting"].str.contains("@ fffffff").sum() == 1
+    assert runs["setting"].nunique() == 2
 
 
 @pytest.mark.slow

@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--project", help="W&B project (default: vit-ablation)")
     parser.add_argument("--entity", help="W&B entity")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--split-by-code", action="store_true",
+                        help="put runs of different code (package commit, backend, Keras or "
+                             "NumPy version) in separate blocks instead of one block whose "
+                             "caption says they differ")
     parser.add_argument("--wandb-dashboard", action="store_true",
                         help="build the sweep's W&B workspace (needs the [dashboard] extra): "
                              "saved online, else its definition is written next to the report")
@@ -32,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                                   ("entity", args.entity)) if v}
     try:
         report = write_report(args.path, out_dir=args.out, wandb_settings=settings,
-                              make_plots=not args.no_plots)
+                              make_plots=not args.no_plots, split_by_code=args.split_by_code)
     except (ReportError, RecordError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

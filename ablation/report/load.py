@@ -51,8 +51,13 @@ def read_records(path: str | Path) -> list[tuple[Path, dict]]:
     return good
 
 
-def load_runs(path: str | Path) -> pd.DataFrame:
+def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
     """One row per run below ``path`` (completed and failed), with its block.
+
+    With ``split_by_code`` runs of different code (``code``: the package's
+    version and commit, the backend's, Keras's and NumPy's versions) are
+    separate blocks too; by default they share a block and its caption says
+    they differ.
 
     Columns: the switches, ``variant``, ``dataset``, ``model``, ``setting``
     (the config keys that set this block apart, empty when there is one
@@ -97,8 +102,11 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             "timed_steps": timed_steps(record),
             "temperature_start": temperature_start(record),
             "code": describe_environment(record.get("environment")),
-            "code_resumed_under_other": len(record.get("code_history") or []) > 1,
-            "_settings": {**settings(record["config"]), **identity(record)},
+            "code_resumed_under_other": isinstance(record.get("code_history"), list)
+                                        and len(record["code_history"]) > 1,
+            "_settings": {**settings(record["config"]), **identity(record),
+                          **({"code": json.dumps(describe_environment(
+                              record.get("environment")))} if split_by_code else {})},
         })
     runs = pd.DataFrame(rows)
     _add_data_identity(runs)
@@ -118,8 +126,9 @@ def load_runs(path: str | Path) -> pd.DataFrame:
 def identity(record: dict) -> dict[str, str]:
     """What makes a run another experiment besides its config, as a setting-like
     entry: its Keras backend (the data: :func:`_add_data_identity`)."""
-    backend = (record.get("environment") or {}).get("backend") or DEFAULT_BACKEND
-    return {"backend": json.dumps(backend)}
+    environment = record.get("environment")
+    backend = environment.get("backend") if isinstance(environment, dict) else None
+    return {"backend": json.dumps(str(backend or DEFAULT_BACKEND))}
 
 
 def _add_data_identity(runs: pd.DataFrame) -> None:
@@ -140,7 +149,7 @@ def _add_data_identity(runs: pd.DataFrame) -> None:
 def describe_environment(environment: dict | None) -> str:
     """``vit-ablation 0.1.0 @ 1a2b3c4, tensorflow 2.21.0, Keras 3.15.1, NumPy 2.3.5``
     (what is unknown in older records is left out)."""
-    env = environment or {}
+    env = environment if isinstance(environment, dict) else {}
     parts = [f"vit-ablation {describe_code(env.get('code'))}"]
     if env.get("backend"):
         parts.append(f"{env['backend']} {env.get('backend_version') or ''}".strip())

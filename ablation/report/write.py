@@ -45,12 +45,14 @@ def _most_common(values) -> str | None:
 
 def write_report(path: str | Path, *, out_dir: str | Path | None = None,
                  wandb_settings: Mapping | None = None, make_plots: bool = True,
-                 lock_wait_s: float = LOCK_WAIT_S) -> Report:
+                 lock_wait_s: float = LOCK_WAIT_S, split_by_code: bool = False) -> Report:
     """Read the records below ``path``; write comparison.{md,csv,tex,html} and PNGs.
 
     Outputs go to ``out_dir`` (default: ``path`` itself, or its folder if it is a
     file). ``wandb_settings`` (mode, project, entity) defaults to the mode the
     runs were logged with; the report run joins the runs' W&B group.
+    ``split_by_code``: runs of different code are separate blocks
+    (:func:`ablation.report.load.load_runs`).
 
     One report at a time per output folder: two sweeps finishing together (or a
     sweep and a hand-made report) would otherwise interleave their files and W&B
@@ -65,7 +67,7 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
         load_runs(path)  # its one-line error, before a lock file is made
     try:
         with job_lock(out, name=REPORT_LOCK_FILE, wait_s=lock_wait_s):
-            return _write_report(path, out, wandb_settings, make_plots)
+            return _write_report(path, out, wandb_settings, make_plots, split_by_code)
     except JobBusy as e:
         raise ReportError(f"{e.folder} is being reported by another process "
                           f"(host {e.holder.get('host', '?')}, pid {e.holder.get('pid', '?')}); "
@@ -73,8 +75,8 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
 
 
 def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
-                  make_plots: bool) -> Report:
-    runs = load_runs(path)
+                  make_plots: bool, split_by_code: bool = False) -> Report:
+    runs = load_runs(path, split_by_code=split_by_code)
     out.mkdir(parents=True, exist_ok=True)
     with generation(out) as stage:
         report = _write_files(runs, stage, make_plots)

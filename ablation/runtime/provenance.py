@@ -163,7 +163,7 @@ def code_history(earlier: list | None) -> list[dict]:
 
 def describe_code(code: dict | None) -> str:
     """``0.1.0 @ 1a2b3c4`` (``+changes`` when dirty), ``0.1.0``, or ``(version not recorded)``."""
-    if not code or not code.get("version"):
+    if not isinstance(code, dict) or not code.get("version"):
         return "(version not recorded)"
     text = str(code["version"])
     if code.get("commit"):
