@@ -31,7 +31,7 @@ def test_learnable_temperature_follows_lsa_unless_named():
     ((False, True, True), "lsa+temp"), ((True, True, True), "spt+lsa+temp"),
     ((False, False, True), "temp")])
 def test_variant_names(flags, name):
-    assert variant_name(*flags) == name
+    assert variant_name(dict(zip(("spt", "lsa", "learnable_temperature"), flags))) == name
     spt, lsa, temp = (str(f).lower() for f in flags)
     cfg = resolved(f"spt={spt}", f"lsa={lsa}", f"learnable_temperature={temp}", "seed=3")
     assert cfg["run_name"] == f"{name}-s3"

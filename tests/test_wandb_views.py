@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from ablation.config.switches import VARIANT_LABELS
+from ablation.config.switches import variant_label
 from ablation.runs.record import find_records, read_record
 from conftest import ROOT, wandb_inspect
 
@@ -62,8 +62,7 @@ def test_smoke_sweep_runs_group_by_variant_and_print_one_line_each(smoke_sweep, 
         record = read_record(path)
         run_dir = path.parent / record["wandb"]["dir"]
         seen = wandb_inspect(wandb_cli, run_dir)
-        switches = tuple(record["switches"][k] for k in ("spt", "lsa", "learnable_temperature"))
-        assert seen["config"]["variant"] == VARIANT_LABELS[switches]
+        assert seen["config"]["variant"] == variant_label(record["switches"])
         assert all(seen["config"][k] is v for k, v in record["switches"].items())
         assert seen["job_type"] == "train" and record["variant"] in seen["tags"]
         assert seen["summary"]["val/top1"]["max"] == pytest.approx(

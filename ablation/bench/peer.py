@@ -24,11 +24,12 @@ import sys
 from pathlib import Path
 
 from ablation.bench.common import alternate, run_worker
+from ablation.config import SWITCHES
 
 WORKER = Path(__file__).with_name("peer_worker.py")
 # The project's side: the paper's model and training settings on CIFAR-100's shape.
 PROJECT_OVERRIDES = ["model=paper", "trainer=paper", "dataset=cifar100", "augmentation=none",
-                     "spt=true", "lsa=true", "learnable_temperature=true"]
+                     *(f"{key}=true" for key in SWITCHES)]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

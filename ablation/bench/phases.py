@@ -34,9 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ablation.config.switches import card_sweep
 from ablation.runs.record import find_records, read_record
 
-DEFAULT_PHASES_SWEEP = ["spt=true,false", "lsa=true,false", "dataset=synthetic_cifar100",
+DEFAULT_PHASES_SWEEP = [*card_sweep(), "dataset=synthetic_cifar100",
                         "trainer.precision=mixed_bfloat16", "wandb.mode=offline"]
 JOB_PHASES = ("data", "build", "compile", "train", "evaluation", "diagnostics", "save_model",
               "other")

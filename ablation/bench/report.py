@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ablation.config import SWITCHES
 from ablation.runs.record import find_records, write_record
 
 
@@ -23,25 +24,26 @@ def make_records(root: Path, count: int, epochs: int = 50, layers: int = 8) -> i
     rng = np.random.default_rng(0)
     blocks = list(product(["cifar10", "cifar100", "fashion_mnist", "mnist", "digits"],
                           ["keras_io", "paper"]))
-    variants = list(product([False, True], repeat=3))
+    variants = list(product([False, True], repeat=len(SWITCHES)))
     seeds = -(-count // (len(blocks) * len(variants)))
     written = 0
-    for (dataset, model), (spt, lsa, temp), seed in product(blocks, variants, range(seeds)):
+    for (dataset, model), variant, seed in product(blocks, variants, range(seeds)):
         if written == count:
             break
-        top1 = 0.5 + 0.02 * (spt + lsa + temp) + rng.normal(0, 0.01)
+        flags = dict(zip(SWITCHES, variant))
+        top1 = 0.5 + 0.02 * sum(variant) + rng.normal(0, 0.01)
         history = [{"epoch": e, "train/loss": 2.0 / e, "train/top1": top1 * e / epochs,
                     "train/top5": 0.8, "val/loss": 2.1 / e, "val/top1": top1 * e / epochs,
                     "val/top5": 0.8, "lr": 1e-3, "epoch_seconds": 30.0,
-                    **({f"temperature/block_{i}": 8.0 for i in range(layers)} if temp else {})}
+                    **({f"temperature/block_{i}": 8.0 for i in range(layers)}
+                      if any(variant) else {})}
                    for e in range(1, epochs + 1)]
         config = {"dataset": {"name": dataset}, "model": {"name": model, "depth": layers},
                   "trainer": {"epochs": epochs, "learning_rate": 0.001},
-                  "spt": spt, "lsa": lsa, "learnable_temperature": temp, "seed": seed,
+                  **flags, "seed": seed,
                   "wandb": {"mode": "disabled"}}
-        write_record(root / f"{dataset}-{model}-{int(spt)}{int(lsa)}{int(temp)}-s{seed}", {
-            "schema": 1, "status": "completed", "variant": "x",
-            "switches": {"spt": spt, "lsa": lsa, "learnable_temperature": temp},
+        write_record(root / f"{dataset}-{model}-{''.join(str(int(v)) for v in variant)}-s{seed}", {
+            "schema": 1, "status": "completed", "variant": "x", "switches": flags,
             "dataset": dataset, "model": model, "seed": seed, "config": config,
             "metrics": {"test_top1": top1, "test_top5": top1 + 0.2, "best_val_top1": top1},
             "history": history, "params": 21_787_755, "train_seconds": 1500.0,

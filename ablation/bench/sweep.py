@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from ablation.bench.common import alternate, compose_config
+from ablation.config.switches import card_sweep
 from ablation.runs.record import find_records, read_record
 
 
@@ -84,7 +85,7 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     print(json.dumps(out))
 
 
-DEFAULT_SWEEP = ["spt=true,false", "lsa=true,false", "experiment=smoke", "trainer.verbose=0"]
+DEFAULT_SWEEP = [*card_sweep(), "experiment=smoke", "trainer.verbose=0"]
 
 
 # Runs a checkout's run_sweep.py as `python run_sweep.py` would, and adds up

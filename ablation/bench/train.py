@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ablation.bench.common import alternate, compose_config, run_worker, worker_result
+from ablation.config.switches import switches
 from ablation.runtime.accelerator import device_platform
 
 # Shapes of the datasets, so the benchmark needs no download: (H, W, C), classes.
@@ -69,7 +70,7 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
         spec = importlib.util.spec_from_file_location("bench_baseline", baseline)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        vanilla = not (config["spt"] or config["lsa"] or config["learnable_temperature"])
+        vanilla = not any(switches(config).values())
         model = module.compile_like_example(module.build(
             vanilla=vanilla, num_classes=classes, input_shape=shape, x_adapt=x[:1024]))
         precision = "float32"

@@ -15,7 +15,7 @@ from pathlib import Path
 from ablation.config.folders import folder_suffix
 from ablation.config.hydra_internals import args_parser, config_loader
 from ablation.config.refusals import ConfigError
-from ablation.config.switches import variant_name
+from ablation.config.switches import SWITCHES, variant_name
 
 CONFIG_NAME = "config"
 
@@ -28,14 +28,15 @@ def conf_dir() -> Path:
     return packaged if (packaged / f"{CONFIG_NAME}.yaml").is_file() else package.parent / "conf"
 
 
-def _variant_resolver(spt, lsa, learnable_temperature) -> str:
-    """The run-name resolver never raises: a bad switch value is left for
+def _variant_resolver(*, _root_) -> str:
+    """``${variant:}``: the variant's name from the config's switches (every
+    switch of the registry). It never raises: a bad switch value is left for
     :func:`ablation.config.validate.validate` to refuse with a clean message (a
     resolver error would surface as an interpolation traceback while Hydra
     names the output folder)."""
     try:
-        return variant_name(spt, lsa, learnable_temperature)
-    except ConfigError:
+        return variant_name({k: _root_.get(k, False) for k in SWITCHES})
+    except Exception:  # noqa: BLE001 - ConfigError, or an interpolation that fails
         return "invalid"
 
 

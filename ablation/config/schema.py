@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool,
-                      StrictInt, StrictStr, ValidationError)
+                      StrictInt, StrictStr, ValidationError, create_model)
 from pydantic.fields import FieldInfo
 
 from ablation.config.refusals import ConfigError
+from ablation.config.switches import SWITCHES
 from ablation.config.choices import (ATTENTION_KERNELS, AUGMENTATION_IMPLEMENTATIONS,
                                      EPSILON_FORMS, INITIALISATIONS, NORMALIZATIONS, PRECISIONS,
                                      PROTOCOLS, WANDB_MODES)
@@ -199,12 +200,13 @@ class Report(BaseModel):
     plots: Flag = True
 
 
-class RunConfig(BaseModel):
+# every switch of the registry (ablation.config.switches), first
+_Switches = create_model("_Switches", **{key: (Switch, ...) for key in SWITCHES})
+
+
+class RunConfig(_Switches):
     """A job's whole config (``hydra`` aside), resolved."""
     model_config = _group()
-    spt: Switch
-    lsa: Switch
-    learnable_temperature: Switch
     seed: Seed
     name: Name
     results_dir: Text

@@ -1,17 +1,81 @@
-"""The three ablation switches, their readable names, and booleans.
+"""The ablation switches, declared once: every name, label and column comes from here.
 
-``spt``, ``lsa`` and ``learnable_temperature`` are top-level config keys; a
-run is named after the switches that are on (``spt+lsa+temp-s0``; the plain
-ViT is ``vit``).
+``spt``, ``lsa`` and ``learnable_temperature`` are top-level config keys and
+arguments of :func:`ablation.model.vit.build_vit`. Everything else that names
+or shows a switch (variant names and folder names, the record schema, the
+tables' columns and rows, factor labels, the job line, W&B tags and config,
+the dashboard) is derived from :data:`REGISTRY`. Adding a switch is an entry
+here, its key in ``conf/config.yaml`` and its argument of the one layer it
+changes (docs/development.md).
+
+A run is named after the switches that are on (``spt+lsa+temp-s0``; the plain
+ViT is ``vit``); the tables call the variants by the paper's and the keras.io
+example's names where they have one (:data:`NAMED_VARIANTS`), else by joining
+the switches' label pieces.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ablation.config.refusals import ConfigError
 
-SWITCHES = ("spt", "lsa", "learnable_temperature")
-SWITCH_SHORT_NAMES = {"spt": "spt", "lsa": "lsa", "learnable_temperature": "temp"}
+
+@dataclass(frozen=True)
+class Switch:
+    """One ablation switch.
+
+    Args:
+        key: the config key (a top-level boolean) and the model argument.
+        short: its part of a variant's name, hence of folder names (``temp``).
+        column: its column in the comparison table (``Temp.``).
+        alone: the variant with only this switch on (``Learnable temp.``).
+        piece: its part of a combined variant's label (``SPT + temp.``).
+        factor: its name as a term of the factorial effects (``Temp.``).
+        line: the job line's key and its words for on and off
+            (``temperature=learnable``).
+        follows: the switch whose value this one takes unless named
+            (``learnable_temperature: ${lsa}``): the tables then show the
+            variants where it does, and the two count as one factor.
+        together: the factor's name when this switch and its follower move together.
+    """
+
+    key: str
+    short: str
+    column: str
+    alone: str
+    piece: str
+    factor: str
+    line: tuple[str, str, str]
+    follows: str | None = None
+    together: str | None = None
+
+
+REGISTRY: tuple[Switch, ...] = (
+    Switch("spt", short="spt", column="SPT", alone="SPT", piece="SPT", factor="SPT",
+           line=("spt", "on", "off")),
+    Switch("lsa", short="lsa", column="LSA", alone="LSA mask", piece="LSA mask",
+           factor="LSA mask", line=("lsa", "on", "off"), together="LSA (mask + temp.)"),
+    Switch("learnable_temperature", short="temp", column="Temp.", alone="Learnable temp.",
+           piece="temp.", factor="Temp.", line=("temperature", "learnable", "fixed"),
+           follows="lsa"),
+)
+# The config keys, in the registry's order.
+SWITCHES: tuple[str, ...] = tuple(s.key for s in REGISTRY)
+# The variants the paper and the keras.io example name, by the switches that are on.
+NAMED_VARIANTS: dict[frozenset, str] = {
+    frozenset(): "ViT",
+    frozenset({"lsa", "learnable_temperature"}): "LSA (mask + temp.)",
+    frozenset({"spt", "lsa", "learnable_temperature"}): "SL-ViT",
+}
+BASELINE_LABEL = NAMED_VARIANTS[frozenset()]
+
+
+def card_sweep() -> list[str]:
+    """The product's sweep: each switch that follows no other, true and false
+    (``spt=true,false lsa=true,false``: the paper's four variants)."""
+    return [f"{s.key}=true,false" for s in REGISTRY if not s.follows]
 
 
 def as_bool(value, key: str = "switch") -> bool:
@@ -23,32 +87,54 @@ def as_bool(value, key: str = "switch") -> bool:
     raise ConfigError(f"{key}={value!r} is not a boolean: use {key}=true or {key}=false")
 
 
-def variant_name(spt, lsa, learnable_temperature) -> str:
+def switches(cfg: Mapping) -> dict[str, bool]:
+    """The switches of a config, as booleans (a switch the config lacks is off)."""
+    return {k: as_bool(cfg.get(k, False), k) for k in SWITCHES}
+
+
+def variant_name(flags: Mapping) -> str:
     """``vit`` for the plain ViT, else the switches that are on: ``spt+lsa+temp``."""
-    on = [SWITCH_SHORT_NAMES[k] for k, v in
-          zip(SWITCHES, (spt, lsa, learnable_temperature)) if as_bool(v, k)]
+    on = [s.short for s in REGISTRY if as_bool(flags.get(s.key, False), s.key)]
     return "+".join(on) if on else "vit"
 
 
-def switches(cfg: Mapping) -> dict[str, bool]:
-    """The three switches of a config, as booleans."""
-    return {k: as_bool(cfg[k], k) for k in SWITCHES}
+def variant_label(flags: Mapping) -> str:
+    """The name the tables use: ``SL-ViT`` for the paper's three switches on, ``ViT``
+    for none, else the switches' label pieces (``SPT + LSA mask``)."""
+    on = [s for s in REGISTRY if as_bool(flags.get(s.key, False), s.key)]
+    named = NAMED_VARIANTS.get(frozenset(s.key for s in on))
+    if named:
+        return named
+    return on[0].alone if len(on) == 1 else " + ".join(s.piece for s in on)
 
 
-# The variants' display names (tables, figures, W&B's ``variant`` key), in the tables' order.
-VARIANT_LABELS: dict[tuple[bool, bool, bool], str] = {
-    (False, False, False): "ViT",
-    (True, False, False): "SPT",
-    (False, True, False): "LSA mask",
-    (False, False, True): "Learnable temp.",
-    (True, True, False): "SPT + LSA mask",
-    (True, False, True): "SPT + temp.",
-    (False, True, True): "LSA (mask + temp.)",
-    (True, True, True): "SL-ViT",
-}
+def variants() -> dict[tuple[bool, ...], str]:
+    """Every combination of the switches (a tuple in :data:`SWITCHES` order) -> its
+    label, in the tables' order: fewer switches first, then the registry's order."""
+    n = len(SWITCHES)
+    out = {}
+    for count in range(n + 1):
+        for on in itertools.combinations(range(n), count):
+            key = tuple(i in on for i in range(n))
+            out[key] = variant_label(dict(zip(SWITCHES, key)))
+    return out
 
 
-def variant_label(spt, lsa, learnable_temperature) -> str:
-    """The name the tables use: ``SL-ViT`` for all three switches on, ``ViT`` for none."""
-    return VARIANT_LABELS[(as_bool(spt, "spt"), as_bool(lsa, "lsa"),
-                           as_bool(learnable_temperature, "learnable_temperature"))]
+def tied_variants() -> list[tuple[bool, ...]]:
+    """The variants where every following switch equals the one it follows (the
+    paper's four: ViT, SPT, LSA (mask + temp.), SL-ViT)."""
+    index = {k: i for i, k in enumerate(SWITCHES)}
+    return [key for key in variants()
+            if all(key[index[s.key]] == key[index[s.follows]] for s in REGISTRY if s.follows)]
+
+
+def factor_labels(factors: list[str]) -> dict[str, str]:
+    """Each factor's label: a switch that its follower moved with is named for both."""
+    moved_with = {s.follows for s in REGISTRY if s.follows and s.key not in factors}
+    return {s.key: (s.together or s.factor) if s.key in moved_with else s.factor
+            for s in REGISTRY}
+
+
+def job_line(flags: Mapping) -> str:
+    """``spt=on lsa=off temperature=fixed``."""
+    return " ".join(f"{s.line[0]}={s.line[1] if flags[s.key] else s.line[2]}" for s in REGISTRY)

@@ -38,8 +38,8 @@ def base_record(config: Mapping) -> dict:
     return {
         "schema": SCHEMA_VERSION,
         "status": "running",
-        "run_name": config.get("run_name") or f"{variant_name(**flags)}-s{config['seed']}",
-        "variant": variant_name(**flags),
+        "run_name": config.get("run_name") or f"{variant_name(flags)}-s{config['seed']}",
+        "variant": variant_name(flags),
         "switches": flags,
         "dataset": config["dataset"]["name"],
         "model": config["model"]["name"],
@@ -101,7 +101,7 @@ def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
 
 def run_tags(config: Mapping) -> list[str]:
     flags = switches(config)
-    return [variant_name(**flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
+    return [variant_name(flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
             config["dataset"]["name"], config["model"]["name"]]
 
 

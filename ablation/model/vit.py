@@ -17,6 +17,7 @@ from keras import layers
 
 from ablation.augment import build_augmentation
 from ablation.augment.normalization import ChannelStatistics, normalization_statistics
+from ablation.config.switches import switches
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.init import initialise
 from ablation.model.layers import (
@@ -129,7 +130,8 @@ _MODEL_BOOKKEEPING_KEYS = ("name",)
 def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
                 normalization_data: np.ndarray | None = None,
                 normalization: ChannelStatistics | None = None) -> keras.Model:
-    """The model a run config describes; the three switches enter here.
+    """The model a run config describes; the switches enter here, each as the
+    :func:`build_vit` argument of its name (:data:`ablation.config.switches.REGISTRY`).
 
     The normalisation's statistics are ``normalization``, else those the
     config asks for (``augmentation.normalization``) with
@@ -142,9 +144,7 @@ def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
     return build_vit(
         num_classes,
         input_shape,
-        spt=bool(cfg["spt"]),
-        lsa=bool(cfg["lsa"]),
-        learnable_temperature=bool(cfg["learnable_temperature"]),
+        **switches(cfg),
         augmentation=dict(cfg["augmentation"]),
         normalization=normalization,
         seed=int(cfg["seed"]),

@@ -79,7 +79,7 @@ def build(runs: pd.DataFrame, *, project: str, entity: str | None, group: str | 
                    else "Test top-1 per epoch (official protocol)", is_open=True,
                    panels=[line(f"{curve} by variant", curve, curve)]),
         ws.Section(name="Switches against test top-1", is_open=True, panels=[
-            wr.ParallelCoordinatesPlot(title="spt, lsa, learnable temperature -> test top-1",
+            wr.ParallelCoordinatesPlot(title=f"{', '.join(SWITCHES)} -> test top-1",
                                        columns=[wr.ParallelCoordinatesPlotColumn(
                                            metric=wr.Config(s)) for s in SWITCHES]
                                        + [wr.ParallelCoordinatesPlotColumn(

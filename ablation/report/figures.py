@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ablation.config import SWITCHES
 from ablation.report.tables import BLOCK, VARIANTS
 
 TEMPERATURE_KEY = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
@@ -41,4 +42,4 @@ def completed_runs(runs: pd.DataFrame, key) -> pd.DataFrame:
 
 def variant_label(row) -> str:
     """The paper's name of a run's variant (``SL-ViT``)."""
-    return VARIANTS[(bool(row["spt"]), bool(row["lsa"]), bool(row["learnable_temperature"]))]
+    return VARIANTS[tuple(bool(row[k]) for k in SWITCHES)]

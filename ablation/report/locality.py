@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.config.switches import factor_labels
 from ablation.report.render import (HTML, LATEX, MARKDOWN, Style, block_title, gap, html_table,
                                     md_table, select_block)
 from ablation.report.stats import factorial_effects, paired_gap
-from ablation.report.tables import (BASELINE, BLOCK, FACTOR_LABELS, VARIANTS, switch_key, blocks,
+from ablation.report.tables import (BASELINE, BLOCK, VARIANTS, switch_key, blocks,
                                     expected_variants, factorial_design)
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,7 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
             for col in ("effect", "low", "high", "p_value"):
                 table[f"{stem}_{col}"] = effects[col]
         table = table.reset_index()
-        labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp" if factors == ["spt", "lsa"]
-                                                       else "lsa"])
+        labels = factor_labels(factors)
         table["term"] = [" × ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
         for i, (name, value) in enumerate(zip(BLOCK, key)):
             table.insert(i, name, value)

@@ -18,9 +18,10 @@ import pandas as pd
 from ablation.report.captions import (  # noqa: F401 - caption, image_worth: used from here
     BEST_COLUMNS, FACTORIAL_NOTE, GAPS, SPEED_MARK, caption, image_worth, shows_best_epoch,
     significant, speed_shown)
+from ablation.config.switches import REGISTRY
 from ablation.report.tables import BLOCK
 
-HEADER = ["Variant", "SPT", "LSA", "Temp.", "n", "Top-1 (%)", "Top-5 (%)",
+HEADER = ["Variant", *(s.column for s in REGISTRY), "n", "Top-1 (%)", "Top-5 (%)",
           "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]
 # Params: trainable parameters (the normalisation layer's statistics are not).
 
@@ -106,8 +107,8 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
             top5 = pct(r["top5_mean"], r["top5_std"], style)
         is_base = r["variant"] == "ViT"
         cells = {
-            "Variant": style.escape(r["variant"]), "SPT": mark(r["spt"]), "LSA": mark(r["lsa"]),
-            "Temp.": mark(r["learnable_temperature"]), "n": style.escape(n),
+            "Variant": style.escape(r["variant"]),
+            **{s.column: mark(r[s.key]) for s in REGISTRY}, "n": style.escape(n),
             "Top-1 (%)": top1, "Top-5 (%)": top5,
             "ΔTop-1 vs ViT": "ref." if is_base else gap(r["d_top1"], r["d_top1_low"],
                                                         r["d_top1_high"], style),

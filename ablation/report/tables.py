@@ -13,31 +13,36 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.config.switches import VARIANT_LABELS
+from ablation.config.switches import REGISTRY
+from ablation.config.switches import factor_labels, tied_variants, variants
 from ablation.report import power
 from ablation.report.stats import factorial_effects, holm, paired_gap
 
 log = logging.getLogger(__name__)
 
-# (spt, lsa, learnable_temperature) -> label, in the order the table shows them.
-VARIANTS: dict[tuple[bool, bool, bool], str] = VARIANT_LABELS
-BASELINE = (False, False, False)
-PAPER_FOUR = [(False, False, False), (True, False, False), (False, True, True), (True, True, True)]
+# the switches' values (in SWITCHES order) -> label, in the order the table shows them
+VARIANTS: dict[tuple[bool, ...], str] = variants()
+BASELINE = (False,) * len(SWITCHES)
+# where each following switch takes the value it follows: the paper's four
+PAPER_FOUR = tied_variants()
 # Runs are compared only within a block; the protocol is part of it, so a
 # holdout run and an official-protocol run never share a table.
 BLOCK = ["dataset", "model", "protocol", "setting"]
-FACTOR_LABELS = {"spt": "SPT", "lsa": "LSA mask", "learnable_temperature": "Temp.",
-                 "lsa+temp": "LSA (mask + temp.)"}
 
 
 def switch_key(runs: pd.DataFrame) -> pd.Series:
     return pd.Series(list(zip(*(runs[k].astype(bool) for k in SWITCHES))), index=runs.index)
 
 
-def expected_variants(block: pd.DataFrame) -> list[tuple[bool, bool, bool]]:
+def tied(block: pd.DataFrame) -> bool:
+    """Whether every following switch took the value it follows in every run
+    (``learnable_temperature`` left at ``${lsa}``)."""
+    return all(bool((block[s.key] == block[s.follows]).all()) for s in REGISTRY if s.follows)
+
+
+def expected_variants(block: pd.DataFrame) -> list[tuple[bool, ...]]:
     """The paper's four when the temperature always follows the mask, else all eight."""
-    tied = bool((block["lsa"] == block["learnable_temperature"]).all())
-    return PAPER_FOUR if tied else list(VARIANTS)
+    return PAPER_FOUR if tied(block) else list(VARIANTS)
 
 
 def blocks(runs: pd.DataFrame):
@@ -134,9 +139,8 @@ def factorial_design(block: pd.DataFrame) -> list[str] | None:
     present = set(switch_key(done))
     if set(VARIANTS) <= present:
         return list(SWITCHES)
-    tied = bool((done["lsa"] == done["learnable_temperature"]).all())
-    if tied and set(PAPER_FOUR) <= present:
-        return ["spt", "lsa"]
+    if tied(done) and set(PAPER_FOUR) <= present:
+        return [s.key for s in REGISTRY if not s.follows]
     return None
 
 
@@ -156,7 +160,6 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
         if factors is None:
             continue
         done = block[block["status"] == "completed"]
-        tied = factors == ["spt", "lsa"]
         per_metric = {}
         for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
             scaled = done.assign(**{metric: 100 * done[metric]})
@@ -180,7 +183,7 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
             for col in ("effect", "low", "high", "p_value"):
                 table[f"{name}_{col}"] = effects[col]
         table = table.reset_index()
-        labels = dict(FACTOR_LABELS, lsa=FACTOR_LABELS["lsa+temp"] if tied else FACTOR_LABELS["lsa"])
+        labels = factor_labels(factors)
         table["term"] = [" x ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
         table.insert(0, "setting", setting)
         table.insert(0, "protocol", protocol)

@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
-                      StrictStr, ValidationError)
+                      StrictStr, ValidationError, create_model)
 
 from ablation.config.choices import WANDB_MODES
+from ablation.config.switches import SWITCHES
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")
@@ -37,10 +38,8 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class Switches(_Open):
-    spt: StrictBool
-    lsa: StrictBool
-    learnable_temperature: StrictBool
+# every switch of the registry, a strict boolean
+Switches = create_model("Switches", __base__=_Open, **{key: (StrictBool, ...) for key in SWITCHES})
 
 
 class Metrics(_Open):

@@ -246,7 +246,7 @@ def wandb_config(config: Mapping) -> dict:
     out["environment"] = environment()
     if all(k in config for k in SWITCHES):
         out.update({k: as_bool(config[k], k) for k in SWITCHES})
-        out["variant"] = variant_label(*(out[k] for k in SWITCHES))
+        out["variant"] = variant_label(out)
     return out
 
 

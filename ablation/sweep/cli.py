@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from ablation.config import (ConfigError, Refused, conf_dir, print_refusal,  # noqa: E402
                              redact_argv, register_resolvers, scrub_text, switches, validate)
+from ablation.config.switches import job_line  # noqa: E402
 from ablation.data import DataError, check_source  # noqa: E402
 from ablation.runs.files import atomic_write  # noqa: E402
 from ablation.runs.record import RECORD_FILENAME  # noqa: E402
@@ -72,9 +73,7 @@ def progress_line(cfg: DictConfig) -> str:
     if hydra_cfg.mode.name == "MULTIRUN":
         total = sweep_jobs()
         position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
-    return (f"{position}spt={'on' if flags['spt'] else 'off'} "
-            f"lsa={'on' if flags['lsa'] else 'off'} "
-            f"temperature={'learnable' if flags['learnable_temperature'] else 'fixed'} "
+    return (f"{position}{job_line(flags)} "
             f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
 
 
