@@ -13,6 +13,7 @@ import contextlib
 import io
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # default float32 matrix product rounds its inputs to TF32 (10-bit mantissa), so
 # two formulations differ by ~1e-3, not by float32 rounding (seen on an H100).
 os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
+# A suite started in the background (``pytest &`` from a script) inherits SIGINT
+# ignored, as every background job does, and so would the commands it starts:
+# the Ctrl-C tests need it delivered, as in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Workers for ``-n auto``. Most tests wait on a child process or train a small
 # model on one core, so one worker per core; at most 4, because the tests that
