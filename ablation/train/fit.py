@@ -99,101 +99,41 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     bookkeeping) may be passed in to read what was done should training raise.
     ``state_extra`` goes into every checkpoint's state (what the job compares on resume).
     """
-    from ablation.data.batches import (
-        needs_pipeline, one_hot, padded, soft_targets, training_batches)
-
     trainer = config["trainer"]
-    seed = int(config["seed"])
-    batch = int(trainer["batch_size"])
     protocol = trainer.get("protocol", "holdout")
     data = protocol_data(data, protocol)
     official = protocol == "official"
-    soft = soft_targets(trainer, config.get("augmentation") or {})
     epochs = progress if progress is not None else EpochMetrics()
-    epochs.tracker = tracker
-    epochs.validation_name = "test" if official else "val"
-    probe = locality.from_config(config, data.x_test, batch)
-    epochs.extras = locality.epoch_extras(probe, config)
+    probe = _bookkeeping(epochs, tracker, config, data, official)
     # Per job: a sweep's jobs in one process may ask for different precisions.
     keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
     phases = Phases()
-    statistics = normalization_statistics(config, data.x_train)
-    if resume_from is None:
-        keras.utils.set_random_seed(seed)
-        with phases("build"):
-            model = build_model(config, data.num_classes, data.input_shape,
-                                normalization=statistics)
-            passes = int(trainer.get("passes_per_epoch", 1))
-            steps_per_epoch = math.ceil(len(data.x_train) * passes / batch)
-            compile_model(model, trainer, steps_per_epoch, data.num_classes, soft_targets=soft)
-        initial_epoch = 0
-    else:
-        model, initial_epoch = resume_from.model, resume_from.epoch  # reseeded by the loader
-        statistics = model_statistics(model, statistics)  # the checkpoint's, if other
-        epochs.restore(resume_from.state)
-        log.info("resuming from the end of epoch %d", initial_epoch)
+    model, initial_epoch, statistics = _build_or_resume(config, data, resume_from, epochs, phases)
     codes = code_history(resume_from.state.get("code_history", [UNKNOWN_CODE])
                          if resume_from else None)
-    params = int(model.count_params())
-    trainable_params = trainable_count(model)
+    params, trainable_params = int(model.count_params()), trainable_count(model)
     log.info("%s: %d train / %d val / %d test images %s, %s classes, %s parameters",
              data.name, len(data.x_train), len(data.x_val), len(data.x_test),
              data.input_shape, data.num_classes, f"{params:,}")
 
-    callbacks = [epochs, keras.callbacks.TerminateOnNaN(), StopWhenAsked()]
-    if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
-        callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
-                                      epochs.validation_name))
-    if trainer.get("checkpoint", True):
-        callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
-            "wandb_id": tracker.info()["id"], "config": redact(dict(config)),
-            "code_history": codes, **(state_extra or {})}))
     pad = pad_batches(trainer, model)
-
-    def split(x, y):  # (x, targets[, sample weights]): with pad, whole batches only
-        return padded(x, targets(y), batch) if pad else (x, targets(y))
-
-    targets = (lambda y: one_hot(y, data.num_classes)) if soft else (lambda y: y)  # noqa: E731
-    evaluation = split(data.x_test, data.y_test) if official else split(data.x_val, data.y_val)
-    if pad or needs_pipeline(trainer, config.get("augmentation") or {}):
-        # repeated passes, Mixup/CutMix, soft targets, padding: ablation.data.batches
-        inputs = dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
-                                         config.get("augmentation") or {}, seed,
-                                         initial_epoch=initial_epoch, pad=pad,
-                                         statistics=statistics))
-    else:
-        inputs = dict(x=data.x_train, y=data.y_train, batch_size=batch, shuffle=True)
+    evaluation = (_split(config, data, pad, data.x_test, data.y_test) if official
+                  else _split(config, data, pad, data.x_val, data.y_val))
     model.fit(
-        **inputs,
-        validation_data=evaluation, validation_batch_size=batch,
+        **_training_inputs(config, data, pad, initial_epoch, statistics),
+        validation_data=evaluation, validation_batch_size=int(trainer["batch_size"]),
         epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
-        callbacks=callbacks,
+        callbacks=_callbacks(config, epochs, tracker, checkpoint_dir,
+                             {"code_history": codes, **(state_extra or {})}),
         verbose=keras_verbosity(trainer.get("verbose", "auto")),
     )
     train_seconds = epochs.fit_seconds()  # every attempt's, when resumed
-    losses = [row.get("train/loss", math.nan) for row in epochs.history]
-    if not epochs.history or not all(math.isfinite(v) for v in losses):
-        raise TrainingDiverged(
-            f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
-            f"{len(epochs.history)}; lower trainer.learning_rate")
+    _check_finite(epochs)
 
-    test_x, test_y, *test_weights = evaluation if official else split(data.x_test, data.y_test)
+    # the official protocol evaluated the test split every epoch; it is tested again
+    test = evaluation if official else _split(config, data, pad, data.x_test, data.y_test)
     with phases("test"):
-        test = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
-                              batch_size=batch, verbose=0, return_dict=True)
-    val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
-    metrics = {
-        "test_top1": float(test["top1"]),
-        "test_top5": float(test["top5"]),
-        "test_loss": float(test["loss"]),
-        "best_val_top1": max(val_top1) if val_top1 else None,
-        "final_val_top1": val_top1[-1] if val_top1 else None,
-    }
-    if official:  # the official code reports the best epoch's test accuracy
-        rows = [row for row in epochs.history if "test/top1" in row]
-        best = max(rows, key=lambda row: row["test/top1"]) if rows else {}
-        metrics.update(best_test_top1=best.get("test/top1"), best_test_top5=best.get("test/top5"),
-                       best_test_epoch=best.get("epoch"))
+        metrics = _test_metrics(model, test, epochs, int(trainer["batch_size"]), pad, official)
     measured = {
         "metrics": metrics,
         "protocol": protocol,
@@ -219,19 +159,13 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
     # last, so a model file beside a record always comes from the run it describes
-    measured["model_file"] = None
-    if trainer.get("save_model", True):
-        with phases("save_model"):
-            saved = save_trained(model, checkpoint_dir.parent / MODEL_FILENAME)
-        measured["model_file"] = saved.name
-        if (config.get("wandb") or {}).get("log_model"):
-            tracker.model(saved)
+    measured["model_file"] = _save_model(config, model, checkpoint_dir.parent, tracker, phases)
     measured["timings"] = phases.summary(epochs)
     tracker.summarize({
-        "test/top1": measured["metrics"]["test_top1"],
-        "test/top5": measured["metrics"]["test_top5"],
-        "test/loss": measured["metrics"]["test_loss"],
-        "best_val/top1": measured["metrics"]["best_val_top1"],
+        "test/top1": metrics["test_top1"],
+        "test/top5": metrics["test_top5"],
+        "test/loss": metrics["test_loss"],
+        "best_val/top1": metrics["best_val_top1"],
         "params": params,
         "trainable_params": trainable_params,
         "train_seconds": train_seconds,
@@ -239,3 +173,122 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         **({"best_test/top1": metrics["best_test_top1"]} if official else {}),
     })
     return measured
+
+
+def _bookkeeping(epochs: EpochMetrics, tracker: Tracker, config: Mapping, data: Dataset,
+                 official: bool):
+    """Point the per-epoch bookkeeping at the tracker and the evaluated split; the
+    locality probe (or None) whose per-epoch measures it adds."""
+    epochs.tracker = tracker
+    epochs.validation_name = "test" if official else "val"
+    probe = locality.from_config(config, data.x_test, int(config["trainer"]["batch_size"]))
+    epochs.extras = locality.epoch_extras(probe, config)
+    return probe
+
+
+def _build_or_resume(config: Mapping, data: Dataset, resume_from: Checkpoint | None,
+                     epochs: EpochMetrics, phases: Phases):
+    """(model, first epoch to train, the normalisation it uses): built and compiled
+    from the seed, or the checkpoint's, its bookkeeping restored."""
+    from ablation.data.batches import soft_targets
+
+    trainer = config["trainer"]
+    statistics = normalization_statistics(config, data.x_train)
+    if resume_from is not None:
+        epochs.restore(resume_from.state)
+        log.info("resuming from the end of epoch %d", resume_from.epoch)
+        # reseeded by the loader; a checkpoint written with other statistics keeps them
+        return (resume_from.model, resume_from.epoch,
+                model_statistics(resume_from.model, statistics))
+    keras.utils.set_random_seed(int(config["seed"]))
+    with phases("build"):
+        model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)
+        passes = int(trainer.get("passes_per_epoch", 1))
+        steps_per_epoch = math.ceil(len(data.x_train) * passes / int(trainer["batch_size"]))
+        compile_model(model, trainer, steps_per_epoch, data.num_classes,
+                      soft_targets=soft_targets(trainer, config.get("augmentation") or {}))
+    return model, 0, statistics
+
+
+def _callbacks(config: Mapping, epochs: EpochMetrics, tracker: Tracker, checkpoint_dir: Path,
+               state_extra: Mapping) -> list:
+    """The epoch bookkeeping, the NaN and stop checks, the per-epoch line, the checkpoint."""
+    trainer = config["trainer"]
+    callbacks = [epochs, keras.callbacks.TerminateOnNaN(), StopWhenAsked()]
+    if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
+        callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
+                                      epochs.validation_name))
+    if trainer.get("checkpoint", True):
+        callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
+            "wandb_id": tracker.info()["id"], "config": redact(dict(config)), **state_extra}))
+    return callbacks
+
+
+def _split(config: Mapping, data: Dataset, pad: bool, x, y) -> tuple:
+    """An evaluated split as (x, targets[, sample weights]): one-hot rows for soft
+    targets, else class ids; with ``pad``, whole batches only."""
+    from ablation.data.batches import one_hot, padded, soft_targets
+
+    if soft_targets(config["trainer"], config.get("augmentation") or {}):
+        y = one_hot(y, data.num_classes)
+    return padded(x, y, int(config["trainer"]["batch_size"])) if pad else (x, y)
+
+
+def _training_inputs(config: Mapping, data: Dataset, pad: bool, initial_epoch: int,
+                     statistics) -> dict:
+    """``fit``'s training data: the input pipeline (repeated passes, augmentation,
+    Mixup/CutMix, soft targets, padding: :mod:`ablation.data.batches`) where the
+    config needs it, else the arrays, shuffled by Keras."""
+    from ablation.data.batches import needs_pipeline, training_batches
+
+    trainer, augmentation = config["trainer"], config.get("augmentation") or {}
+    if pad or needs_pipeline(trainer, augmentation):
+        return dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
+                                       augmentation, int(config["seed"]),
+                                       initial_epoch=initial_epoch, pad=pad,
+                                       statistics=statistics))
+    return dict(x=data.x_train, y=data.y_train, batch_size=int(trainer["batch_size"]),
+                shuffle=True)
+
+
+def _check_finite(epochs: EpochMetrics) -> None:
+    losses = [row.get("train/loss", math.nan) for row in epochs.history]
+    if not epochs.history or not all(math.isfinite(v) for v in losses):
+        raise TrainingDiverged(
+            f"training loss became {losses[-1] if losses else 'undefined'} at epoch "
+            f"{len(epochs.history)}; lower trainer.learning_rate")
+
+
+def _test_metrics(model: keras.Model, test, epochs: EpochMetrics, batch: int, pad: bool,
+                  official: bool) -> dict:
+    """The record's metrics: the test split after the last epoch, the best and the
+    last validation top-1, and under the official protocol its best test epoch."""
+    test_x, test_y, *test_weights = test
+    result = model.evaluate(test_x, test_y, sample_weight=test_weights[0] if pad else None,
+                            batch_size=batch, verbose=0, return_dict=True)
+    val_top1 = [row["val/top1"] for row in epochs.history if "val/top1" in row]
+    metrics = {
+        "test_top1": float(result["top1"]),
+        "test_top5": float(result["top5"]),
+        "test_loss": float(result["loss"]),
+        "best_val_top1": max(val_top1) if val_top1 else None,
+        "final_val_top1": val_top1[-1] if val_top1 else None,
+    }
+    if official:  # the official code reports the best epoch's test accuracy
+        rows = [row for row in epochs.history if "test/top1" in row]
+        best = max(rows, key=lambda row: row["test/top1"]) if rows else {}
+        metrics.update(best_test_top1=best.get("test/top1"), best_test_top5=best.get("test/top5"),
+                       best_test_epoch=best.get("epoch"))
+    return metrics
+
+
+def _save_model(config: Mapping, model: keras.Model, folder: Path, tracker: Tracker,
+                phases: Phases) -> str | None:
+    """``model.keras`` beside the record (and as a W&B artifact on request), or None."""
+    if not config["trainer"].get("save_model", True):
+        return None
+    with phases("save_model"):
+        saved = save_trained(model, folder / MODEL_FILENAME)
+    if (config.get("wandb") or {}).get("log_model"):
+        tracker.model(saved)
+    return saved.name
