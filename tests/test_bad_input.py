@@ -226,10 +226,13 @@ def test_truncated_cifar_archive(tmp_path, multirun):
     ({"KERAS_BACKEND": "tensorflw"}, None,
      "KERAS_BACKEND=tensorflw is not a Keras backend: use one of tensorflow, jax, torch"),
     ({"KERAS_BACKEND": "torch"}, None, "KERAS_BACKEND=torch, but torch is not installed"),
+    ({"KERAS_BACKEND": "numpy"}, None,
+     "KERAS_BACKEND=numpy cannot train (Keras runs only inference on it): use one of"),
     ({}, '["jax"]', "Keras cannot read its settings file"),
     ({}, '{"backend": "TensorFlow"}', "backend 'TensorFlow' in "),
     ({}, '{"backend": ["jax"]}', "backend ['jax'] in "),
-], ids=["misspelt", "not installed", "keras.json not an object", "keras.json, wrong case",
+], ids=["misspelt", "not installed", "inference only", "keras.json not an object",
+        "keras.json, wrong case",
         "keras.json, not a name"])
 def test_a_backend_keras_cannot_load_is_refused_before_anything_is_written(
         tmp_path, env, keras_json, message):

@@ -218,6 +218,17 @@ def test_official_weights_for_other_switches_are_refused_before_anything_is_set(
         load_official_weights(model, {"pos_embedding": np.zeros((1, 65, 192))})
     with pytest.raises(ValueError, match="has no 'cls_token'"):
         load_official_weights(model, {k: v for k, v in official.items() if k != "cls_token"})
+    for bad, says in [(None, "a mapping of parameter names"), ({1: np.zeros(3)}, "a mapping"),
+                      ({**official, "pos_embedding": "abc"}, "'pos_embedding' is not an array"),
+                      ({**official, "cls_token": np.full((1, 1, 192), np.nan)}, "not finite"),
+                      ({**official, "transformer.layers.x.y": np.zeros(2)}, "a block number")]:
+        with pytest.raises(ValueError, match=says):
+            load_official_weights(model, bad)
+    vit = golden_weights([(n, tuple(s)) for n, s in json.loads(str(GOLDEN["vit_names"]))], seed=1)
+    transposed = {**vit, "to_patch_embedding.1.weight": vit["to_patch_embedding.1.weight"].T}
+    with pytest.raises(ValueError, match=r"has shape \(192, 48\), the model's is \(48, 192\)"):
+        load_official_weights(model, transposed)
+    assert all(np.array_equal(a, np.asarray(v)) for a, v in zip(before, model.weights))
     divide = build_model(paper_config("spt=true", "lsa=true", "model.temperature_form=divide"),
                          100, (32, 32, 3))
     with pytest.raises(ValueError, match="per-head multiplier"):

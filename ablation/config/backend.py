@@ -16,6 +16,8 @@ DEFAULT_BACKEND = "tensorflow"
 
 # The backends Keras 3 can load; each needs the module of the same name.
 KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")
+# Those that can train (numpy and openvino only run inference).
+TRAINING_BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def keras_backend_setting() -> tuple[str | None, str]:

@@ -32,11 +32,28 @@ SPT_ORDER = (0, 4, 2, 3, 1)
 _CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper"
 
 
-def _array(value) -> np.ndarray:
-    """A state dict's value (a numpy array, or a torch tensor) as a numpy array."""
+def _array(key, value) -> np.ndarray:
+    """A state dict's value (a numpy array, or a torch tensor) as a finite float
+    array of at least one dimension; anything else is a ValueError naming it."""
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
-    return np.asarray(value)
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"the state dict's {key!r} is not an array of numbers") from None
+    if array.ndim == 0 or not np.isfinite(array).all():
+        raise ValueError(f"the state dict's {key!r} is {'a scalar' if array.ndim == 0 else 'not finite'}")
+    return array
+
+
+def _state(state) -> dict[str, np.ndarray]:
+    """The official state dict (or the official checkpoint holding it) as arrays."""
+    if isinstance(state, Mapping) and "model_state_dict" in state:
+        state = state["model_state_dict"]  # the official best.pth / checkpoint.pth wrap it
+    if not isinstance(state, Mapping) or not all(isinstance(k, str) for k in state):
+        raise ValueError("not an SPT_LSA_ViT ViT state dict: a mapping of parameter names "
+                         "to arrays is needed")
+    return {k: _array(k, v) for k, v in state.items()}
 
 
 class _Official(dict):
@@ -47,15 +64,20 @@ class _Official(dict):
 
 
 def _depth(state: Mapping) -> int:
-    blocks = {int(k.split(".")[2]) for k in state if k.startswith("transformer.layers.")}
+    parts = [k.split(".") for k in state if k.startswith("transformer.layers.")]
+    if not all(len(p) > 3 and p[2].isdigit() for p in parts):
+        raise ValueError("not an SPT_LSA_ViT ViT state dict: transformer.layers.<i>.… "
+                         "entries need a block number")
+    blocks = {int(p[2]) for p in parts}
     if not blocks or blocks != set(range(max(blocks) + 1)):
         raise ValueError("not an SPT_LSA_ViT ViT state dict: no transformer.layers.<i> entries")
     return max(blocks) + 1
 
 
 def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
-    """The official ``state_dict``'s values under ``model=paper``'s weight paths."""
-    official = _Official({k: _array(v) for k, v in state.items()})
+    """The official ``state_dict``'s values (or the official checkpoint's) under
+    ``model=paper``'s weight paths; ValueError for anything that is not one."""
+    official = _Official(_state(state))
     depth = _depth(official)
     spt = "to_patch_embedding.merging.2.weight" in official
     w = {"position_embedding/embedding": official["pos_embedding"][0],
@@ -108,8 +130,6 @@ def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
     Raises ValueError naming the first weight that has no counterpart or the
     wrong shape, before anything is assigned.
     """
-    if "model_state_dict" in state:  # the official best.pth / checkpoint.pth wrap it
-        state = state["model_state_dict"]
     values = keras_weights(state)
     for layer in attention_layers(model):
         if layer.learnable_temperature and not (
@@ -122,7 +142,8 @@ def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
         if variable.path not in values:
             continue
         value = values.pop(variable.path)
-        if value.size != int(np.prod(variable.shape)):
+        # the same shape up to axes of length 1 (a transposed matrix is refused)
+        if [d for d in value.shape if d != 1] != [d for d in variable.shape if d != 1]:
             raise ValueError(f"official weight for {variable.path} has shape {value.shape}, "
                              f"the model's is {tuple(variable.shape)} ({_CHECK})")
         plan.append((variable, np.reshape(value, variable.shape)))

@@ -110,7 +110,7 @@ def check_backend() -> None:
     written: Keras itself fails at the first job, in a traceback, after Hydra
     has made the job's folder (``KERAS_BACKEND=tensorflw``, a backend not
     installed, a ``keras.json`` that is not a JSON object)."""
-    from ablation.config.backend import KERAS_BACKENDS, keras_backend_setting
+    from ablation.config.backend import KERAS_BACKENDS, TRAINING_BACKENDS, keras_backend_setting
 
     if "keras" in sys.modules:  # loaded already: whatever it picked works
         return
@@ -123,7 +123,10 @@ def check_backend() -> None:
                  source, f"backend {name!r} in {source}")
     if not isinstance(name, str) or name not in KERAS_BACKENDS:
         raise ConfigError(f"{where} is not a Keras backend: use one of "
-                          f"{', '.join(KERAS_BACKENDS)}")
+                          f"{', '.join(TRAINING_BACKENDS)}")
+    if name not in TRAINING_BACKENDS:
+        raise ConfigError(f"{where} cannot train (Keras runs only inference on it): use one "
+                          f"of {', '.join(TRAINING_BACKENDS)}")
     if importlib.util.find_spec(name) is None:
         hint = ' (pip install -e ".[jax]")' if name == "jax" else ""
         raise ConfigError(f"{where}, but {name} is not installed{hint}")
