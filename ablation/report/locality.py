@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.config.switches import factor_labels
+from ablation.config.switches import BASELINE_LABEL, factor_labels
 from ablation.report.render import (HTML, LATEX, MARKDOWN, Style, block_title, gap, html_table,
                                     md_table, select_block)
 from ablation.report.stats import factorial_effects, paired_gap
@@ -136,7 +136,7 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
             mean, std = _fmt(r[f"{stem}_mean"], d), _fmt(r[f"{stem}_std"], d)
             cells.append(style.dash if not mean else f"{mean} {style.pm} {std}" if std else mean)
         for stem, _, d in MEASURES.values():
-            if r["variant"] == "ViT":
+            if r["variant"] == BASELINE_LABEL:
                 cells.append("ref.")
             elif not np.isfinite(r[f"d_{stem}"]):
                 cells.append(style.dash)

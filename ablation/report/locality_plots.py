@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablation.config.switches import BASELINE_LABEL
 from ablation.runs.record import ATTENTION_MAPS_FILE
 from ablation.report.locality import with_diagnostics
 from ablation.report.figures import pyplot, variant_label
@@ -65,7 +66,7 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
                            color=colors[label], alpha=0.55, edgecolors="none")
             ax.plot(np.array(xs) + offset, [np.mean(by_layer[x]) for x in xs], marker="D",
                     markersize=4, color=colors[label], label=f"{label} (n={len(mine)})",
-                    linestyle="--" if label == "ViT" else "-", linewidth=1.4)
+                    linestyle="--" if label == BASELINE_LABEL else "-", linewidth=1.4)
         ax.set_xticks(sorted({layer["layer"] for e in block["diagnostics"]
                               for layer in e["layers"]}))
         ax.set_xlabel("block (layer)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablation.config.switches import BASELINE_LABEL
 from ablation.report.figures import completed_runs, grid, pyplot, seeds_text, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
@@ -48,7 +49,7 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
         errs = block["top1_std"].fillna(0).to_numpy(dtype=float)
         base = np.nanmin(means) if np.isfinite(means).any() else 0.0
         for xi, (_, r) in zip(x, block.iterrows()):
-            color = "#555555" if r["variant"] == "ViT" else "#1f77b4"
+            color = "#555555" if r["variant"] == BASELINE_LABEL else "#1f77b4"
             if np.isfinite(means[xi]):
                 ax.errorbar(xi, means[xi], yerr=errs[xi], fmt="o", color=color, capsize=4)
             label = f"{r['top1_mean']:.2f}" if r["status"] == "ok" else r["status"]

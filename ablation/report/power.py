@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ablation.config.switches import BASELINE_LABEL
+
 ALPHA, POWER = 0.05, 0.8
 MIN_SEEDS, MAX_SEEDS = 2, 10_000
 
@@ -85,7 +87,7 @@ def sentence(block: pd.DataFrame) -> str | None:
     needs = []
     for _, r in block.iterrows():
         n = r["top1_seeds_needed"]
-        if r["variant"] == "ViT" or not np.isfinite(r["d_top1"]):
+        if r["variant"] == BASELINE_LABEL or not np.isfinite(r["d_top1"]):
             continue
         text = "more than 10,000" if n == math.inf else "—" if not np.isfinite(n) else f"{n:.0f}"
         needs.append(f"{r['variant']} {text}")

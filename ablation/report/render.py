@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ablation.config.switches import BASELINE_LABEL, REGISTRY
 from ablation.report.captions import (  # noqa: F401 - caption, image_worth: used from here
     BEST_COLUMNS, FACTORIAL_NOTE, GAPS, SPEED_MARK, caption, image_worth, shows_best_epoch,
     significant, speed_shown)
-from ablation.config.switches import REGISTRY
 from ablation.report.tables import BLOCK
 
 HEADER = ["Variant", *(s.column for s in REGISTRY), "n", "Top-1 (%)", "Top-5 (%)",
@@ -105,7 +105,7 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
         else:
             top1 = pct(r["top1_mean"], r["top1_std"], style)
             top5 = pct(r["top5_mean"], r["top5_std"], style)
-        is_base = r["variant"] == "ViT"
+        is_base = r["variant"] == BASELINE_LABEL
         cells = {
             "Variant": style.escape(r["variant"]),
             **{s.column: mark(r[s.key]) for s in REGISTRY}, "n": style.escape(n),
