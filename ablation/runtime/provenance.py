@@ -122,8 +122,8 @@ def _backend_version(backend: str) -> str | None:
 
 
 def environment() -> dict:
-    """The record's ``environment``: ``backend``, ``keras``, ``python``, ``host``
-    (as before), and ``backend_version``, ``numpy``, ``code`` (:func:`code_state`)
+    """The record's ``environment``: ``backend``, ``keras``, ``python``, ``host``,
+    ``backend_version``, ``numpy``, ``code`` (:func:`code_state`)
     and ``device`` (``cpu``, ``gpu``, ``gpu_count``, ``driver``, ``cuda``, ``cudnn``).
     Imports Keras (and so its backend)."""
     return copy.deepcopy(_environment())
