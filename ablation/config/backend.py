@@ -49,11 +49,16 @@ def keras_backend_setting() -> tuple[str | None, str]:
     return config.get("backend", DEFAULT_BACKEND), path
 
 
-def backend_suffix() -> str:
-    """``backend=<name>`` for a backend other than :data:`DEFAULT_BACKEND`, else "":
-    the part of a job folder's name that says which backend made it (Keras's
-    own answer where it is loaded already, else what it will load)."""
+def current_backend() -> str | None:
+    """The backend this process runs: Keras's own answer where it is loaded
+    already, else what it will load (:func:`keras_backend_setting`)."""
     keras = sys.modules.get("keras")
     loaded = getattr(getattr(keras, "backend", None), "backend", None)
-    name = loaded() if callable(loaded) else keras_backend_setting()[0]
+    return loaded() if callable(loaded) else keras_backend_setting()[0]
+
+
+def backend_suffix() -> str:
+    """``backend=<name>`` for a backend other than :data:`DEFAULT_BACKEND`, else "":
+    the part of a job folder's name that says which backend made it."""
+    name = current_backend()
     return f"backend={name}" if name in KERAS_BACKENDS and name != DEFAULT_BACKEND else ""

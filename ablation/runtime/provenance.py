@@ -32,19 +32,23 @@ CODE_PATHS = ("ablation", "conf", "run_sweep.py", "pyproject.toml")
 _TIMEOUT = 10
 
 
-def _git(root: Path, *args: str) -> str | None:
-    """``git -C root args`` output, or None (no git, not a checkout, refused, slow)."""
-    git = shutil.which("git")
-    if git is None:
+def _output(program: str, *args: str) -> str | None:
+    """``program args``'s standard output, or None (not installed, failed, slow)."""
+    path = shutil.which(program)
+    if path is None:
         return None
     try:
-        done = subprocess.run([git, "--no-optional-locks", "-C", str(root),
-                               "-c", "core.fsmonitor=false", *args],
-                              capture_output=True, text=True, timeout=_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run([path, *args], capture_output=True, text=True,
+                              timeout=_TIMEOUT, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def _git(root: Path, *args: str) -> str | None:
+    """``git -C root args`` output (without its index lock or fsmonitor hook), or None."""
+    return _output("git", "--no-optional-locks", "-C", str(root), "-c", "core.fsmonitor=false",
+                   *args)
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,16 +80,8 @@ def _cpu_model() -> str | None:
 
 
 def _nvidia_driver() -> str | None:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    lines = (_output("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
+             or "").strip().splitlines()
     return lines[0].strip() if lines else None
 
 

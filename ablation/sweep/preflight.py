@@ -138,12 +138,9 @@ def check_attention_kernel(job: dict) -> None:
     what lets a model trained with the kernel load anywhere)."""
     if (job.get("model") or {}).get("attention_kernel") != "pallas":
         return
-    if "keras" in sys.modules:
-        name = sys.modules["keras"].backend.backend()
-    else:
-        from ablation.config.backend import keras_backend_setting
+    from ablation.config.backend import current_backend
 
-        name = keras_backend_setting()[0]
+    name = current_backend()
     if name != "jax":
         raise ConfigError(f"model.attention_kernel=pallas needs the JAX backend "
                           f"(KERAS_BACKEND=jax, pip install -e \".[jax]\"), got {name}; "
