@@ -166,7 +166,7 @@ def test_a_value_of_the_wrong_type_in_a_later_job_stops_the_sweep_first(tmp_path
 def test_jobs_that_would_share_a_folder_are_refused_naming_what_they_differ_in(tmp_path):
     """Values of a key that is not a setting name no folder of their own: the
     refusal says which key, and how to run both."""
-    from ablation.sweep.callbacks import apart
+    from ablation.sweep.preflight import apart
 
     result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
                             "model.attention_kernel=explicit,fused")

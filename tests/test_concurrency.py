@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ablation.sweep import outcomes
-from ablation.sweep.callbacks import this_sweeps_jobs
+from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publish
 from conftest import ROOT, run_cli, smoke_overrides
 
 # Holds a job folder's lock, as a running job does, until its stdin closes.
@@ -55,9 +55,9 @@ def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
 
 
 def outcome_folder(tmp_path, monkeypatch):
-    monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)  # restored after the test
     folder = outcomes.start(tmp_path)
-    monkeypatch.setenv(outcomes.OUTCOMES_ENV, str(folder))  # restored after the test
+    publish(SweepContext(outcomes=str(folder)))
     return folder
 
 
@@ -79,7 +79,7 @@ def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
     outcomes.report(ours_ok, "completed")
     completed_record(ours_ok, "failed")
     outcomes.report(busy, "busy", f"{busy} is being run by another process (host h, pid 1)")
-    failures, skipped = this_sweeps_jobs(tmp_path, [ours_failed, ours_ok, busy, died])
+    failures, skipped = outcomes.tally(tmp_path, [ours_failed, ours_ok, busy, died], folder)
     assert failures == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
                         (died, "the job left neither an outcome nor a record")]
     assert skipped == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
@@ -102,7 +102,7 @@ def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
 def test_outcome_folders_of_killed_sweeps_are_removed_live_ones_kept(tmp_path, monkeypatch):
     """A sweep killed with -9 leaves its outcome folder; the next sweep's start
     removes it, never one whose process lives or one from another host."""
-    monkeypatch.delenv(outcomes.OUTCOMES_ENV, raising=False)
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)  # restored after the test
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
     host = outcomes._host()
@@ -115,7 +115,6 @@ def test_outcome_folders_of_killed_sweeps_are_removed_live_ones_kept(tmp_path, m
         (sweeps / name).mkdir(parents=True)
         (sweeps / name / "x.json").write_text("{}")
     folder = outcomes.start(tmp_path)
-    monkeypatch.setenv(outcomes.OUTCOMES_ENV, str(folder))  # restored after the test
     left = sorted(p.name for p in sweeps.iterdir())
     assert left == sorted(v for k, v in names.items() if k != "dead")
     assert outcomes._NAME.match(folder.name)["pid"] == str(os.getpid())

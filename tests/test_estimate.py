@@ -12,9 +12,8 @@ from ablation.config.settings import names_job_folder
 from ablation.runs.record import find_records, read_record
 from ablation.sweep import estimate
 from ablation.sweep.speed import Speed, earlier_speed
-from ablation.train.progress import (JOB_NUM_ENV, SWEEP_EPOCHS_ENV, eta_seconds,
-                                     format_duration, prints_lines, progress_line,
-                                     sweep_position)
+from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, current
+from ablation.train.progress import eta_seconds, format_duration, prints_lines, progress_line
 
 # CIFAR-100 under the holdout protocol: 45,000 training, 5,000 validation, 10,000 test images.
 CIFAR100 = (45_000, 5_000, 10_000)
@@ -64,10 +63,23 @@ def test_a_single_run_has_no_sweep_part_and_official_runs_name_the_test_set():
     assert line == "vit-s1 epoch 2/4 · test top-1 50.0 % · 3s · ETA 6s"
 
 
-def test_position_comes_from_the_environment():
-    assert sweep_position({SWEEP_EPOCHS_ENV: "3,3,5", JOB_NUM_ENV: "2"}) == (2, [3, 3, 5])
-    assert sweep_position({SWEEP_EPOCHS_ENV: "3,3"}) is None  # a single run
-    assert sweep_position({SWEEP_EPOCHS_ENV: "3,3", JOB_NUM_ENV: "2"}) is None
+def test_position_comes_from_the_sweep_context_in_the_environment():
+    def position(**fields):
+        return current({SWEEP_CONTEXT_ENV: SweepContext(**fields).to_json()}).position()
+
+    assert position(job_epochs=(3, 3, 5), job_num=2) == (2, [3, 3, 5])
+    assert position(job_epochs=(3, 3)) is None  # a single run
+    assert position(job_epochs=(3, 3), job_num=2) is None
+    assert current({}).position() is None
+
+
+@pytest.mark.parametrize("value", ["", "nonsense", "[1, 2]", '{"job_epochs": "3,3"}',
+                                   '{"job_epochs": [3, -1], "job_num": 0}',
+                                   '{"job_num": true, "job_epochs": [3]}',
+                                   '{"new_folders": "/home", "outcomes": "x"}',
+                                   '{"outcomes": 7}'])
+def test_a_value_that_is_not_a_sweep_context_reads_as_none(value):
+    assert current({SWEEP_CONTEXT_ENV: value}) == SweepContext()
 
 
 def test_lines_only_for_auto_and_never_for_explicit_verbosity():
@@ -81,8 +93,7 @@ def test_the_callback_prints_one_line_per_epoch(capsys, monkeypatch):
 
     from ablation.train.progress_callback import ProgressLine
 
-    monkeypatch.setenv(SWEEP_EPOCHS_ENV, "3,3")
-    monkeypatch.setenv(JOB_NUM_ENV, "1")
+    monkeypatch.setenv(SWEEP_CONTEXT_ENV, SweepContext(job_epochs=(3, 3), job_num=1).to_json())
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, kernel_initializer="zeros")])
     model.compile(keras.optimizers.SGD(0.0),  # the loss stays log 2
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -157,15 +168,18 @@ def test_the_estimate_key_is_declared_and_names_no_folder(tmp_path):
 
 def test_estimate_false_prints_nothing_and_still_passes_the_epochs_on(tmp_path, capsys,
                                                                       monkeypatch):
+    from ablation.runtime.sweep_context import update
     from ablation.sweep.callbacks import SweepStart
 
-    monkeypatch.delenv(SWEEP_EPOCHS_ENV, raising=False)
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)
+    sweep = tmp_path / "sweep"
     jobs = [(compose_config(["experiment=smoke", f"results_dir={tmp_path}", "estimate=false",
-                             f"trainer.epochs={n}"]), tmp_path / f"job{n}") for n in (2, 5)]
-    SweepStart._estimate(jobs, "hydra._internal.core_plugins.basic_launcher.BasicLauncher")
+                             f"trainer.epochs={n}"]), sweep / f"job{n}") for n in (2, 5)]
+    SweepStart._check(lambda: jobs, sweep)
+    SweepStart._estimate(jobs, {"_target_": "hydra._internal.core_plugins.basic_launcher."
+                                            "BasicLauncher"})
     assert capsys.readouterr().out == ""
-    assert sweep_position({SWEEP_EPOCHS_ENV: __import__("os").environ[SWEEP_EPOCHS_ENV],
-                           JOB_NUM_ENV: "1"}) == (1, [2, 5])
+    assert update(job_num=1).position() == (1, [2, 5])  # what the second job's lines read
 
 
 def test_a_sweep_with_nothing_left_to_train_prints_nothing(tmp_path, capsys):

@@ -16,7 +16,8 @@ from ablation.data import DataError
 from ablation.data.datasets import _download
 from ablation.data.formats import read_cifar
 from ablation.runtime.native_log import quiet_native_stderr
-from ablation.sweep.cleanup import note_missing, remove_all_created, remove_created
+from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publish
+from ablation.sweep.cleanup import missing_folders, remove_all_created, remove_created
 from ablation.config import redact_argv
 from ablation.config.compose import check_group_options
 from conftest import ROOT, run_cli
@@ -200,13 +201,13 @@ def test_unknown_group_options_from_the_config_folder_and_plugins(args, message)
 
 
 def test_only_folders_this_command_created_are_removed(tmp_path, monkeypatch):
-    monkeypatch.delenv("VIT_ABLATION_NEW_FOLDERS", raising=False)
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)
     kept = tmp_path / "results" / "old-sweep" / "vit-s0"
     kept.mkdir(parents=True)
     (kept / "run.json").write_text("{}")
     new_job = tmp_path / "results" / "new-sweep" / "vit-s0"
     other_new = tmp_path / "results" / "new-sweep" / "spt-s0"
-    note_missing([tmp_path / "results" / "new-sweep", new_job, other_new, kept])
+    publish(SweepContext(new_folders=missing_folders([tmp_path / "results" / "new-sweep", new_job, other_new, kept])))
     for job in (new_job, other_new):
         (job / ".hydra").mkdir(parents=True)
     (new_job.parent / "multirun.yaml").write_text("x")
@@ -226,10 +227,10 @@ def test_after_a_refusal_the_command_removes_its_new_folders_but_no_run(tmp_path
 
     from ablation.config import Refused
 
-    monkeypatch.delenv("VIT_ABLATION_NEW_FOLDERS", raising=False)
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)
     sweep = tmp_path / "results" / "new-sweep"
     jobs = [sweep / "vit-s0", sweep / "vit-s1"]
-    note_missing([sweep, *jobs])
+    publish(SweepContext(new_folders=missing_folders([sweep, *jobs])))
     for job in jobs:
         (job / ".hydra").mkdir(parents=True)
         (job / ".hydra" / "config.yaml").write_text("x")
@@ -237,7 +238,7 @@ def test_after_a_refusal_the_command_removes_its_new_folders_but_no_run(tmp_path
     (sweep / "multirun.yaml").write_text("x")
     remove_all_created()
     assert not (tmp_path / "results").exists()
-    note_missing([sweep, *jobs])
+    publish(SweepContext(new_folders=missing_folders([sweep, *jobs])))
     (jobs[0] / ".hydra").mkdir(parents=True)
     (jobs[1] / "wandb").mkdir(parents=True)
     (jobs[1] / "wandb" / "run.wandb").write_text("x")

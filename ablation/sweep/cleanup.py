@@ -3,10 +3,10 @@
 Hydra creates a job's folder (``.hydra/``, ``run_sweep.log``; in a multirun
 also the sweep folder and ``multirun.yaml``) before the job can find that its
 data cannot be loaded (no network for a download, a truncated archive). Before
-Hydra creates anything, :func:`note_missing` records which of the folders
-about to be used do not exist yet; the list travels in an environment variable
-so launchers' worker processes see it too. When a job refuses its input,
-:func:`remove_created` removes its folder only if it was on that list, and
+Hydra creates anything, :func:`missing_folders` names which of the folders
+about to be used do not exist yet; the list travels in the sweep context
+(:mod:`ablation.runtime.sweep_context`), so launchers' worker processes see it
+too. When a job refuses its input, :func:`remove_created` removes its folder only if it was on that list, and
 then each listed parent that holds nothing but Hydra's bookkeeping. A
 launcher's workers run jobs side by side, so one job's refusal cannot tidy a
 sibling's folder: the command's own process then calls
@@ -16,13 +16,12 @@ output.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-NEW_FOLDERS_ENV = "VIT_ABLATION_NEW_FOLDERS"
+from ablation.runtime.sweep_context import current
 # What Hydra writes in a sweep folder on its own; a folder holding only these
 # (and empty folders) has nothing of the user's.
 HYDRA_BOOKKEEPING = {"multirun.yaml"}
@@ -41,19 +40,15 @@ def _missing_chain(folder: Path) -> list[Path]:
     return chain
 
 
-def note_missing(folders: Iterable[str | Path]) -> list[str]:
-    """Record which of ``folders`` (and their parents) do not exist now."""
-    missing = sorted({str(p) for folder in folders
-                      for p in _missing_chain(Path(os.path.abspath(folder)))})
-    os.environ[NEW_FOLDERS_ENV] = json.dumps(missing)
-    return missing
+def missing_folders(folders: Iterable[str | Path]) -> tuple[str, ...]:
+    """Which of ``folders`` (and their parents) do not exist now: the sweep
+    context's ``new_folders``."""
+    return tuple(sorted({str(p) for folder in folders
+                         for p in _missing_chain(Path(os.path.abspath(folder)))}))
 
 
 def _noted() -> set[Path]:
-    try:
-        return {Path(p) for p in json.loads(os.environ.get(NEW_FOLDERS_ENV, "[]"))}
-    except (ValueError, TypeError):
-        return set()
+    return {Path(p) for p in current().new_folders}
 
 
 def _only_bookkeeping(folder: Path) -> bool:
@@ -101,9 +96,7 @@ def remove_all_created() -> list[Path]:
     """After a refusal, in the command's own process: remove every folder noted
     as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
     ``multirun.yaml``, this invocation's outcome files), deepest first."""
-    from ablation.sweep.outcomes import OUTCOMES_ENV
-
-    outcomes = os.environ.get(OUTCOMES_ENV)
+    outcomes = current().outcomes
     outcomes_folder = Path(outcomes) if outcomes else None
     removed = []
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):

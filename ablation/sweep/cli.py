@@ -33,13 +33,13 @@ from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
 from ablation.runtime.process import freeze_imported_objects  # noqa: E402
 from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa: E402
+from ablation.runtime.sweep_context import SweepContext, current, publish, update  # noqa: E402
 from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
-from ablation.train.progress import JOB_NUM_ENV, sweep_jobs  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
@@ -71,7 +71,7 @@ def progress_line(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
     position = ""
     if hydra_cfg.mode.name == "MULTIRUN":
-        total = sweep_jobs()
+        total = current().jobs
         position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
     return (f"{position}{job_line(flags)} "
             f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
@@ -97,7 +97,7 @@ def job(cfg: DictConfig) -> float | None:
         raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
     if hydra_cfg.mode.name == "MULTIRUN":  # for the per-epoch lines (ablation.train.progress)
-        os.environ[JOB_NUM_ENV] = str(hydra_cfg.job.num)
+        update(job_num=int(hydra_cfg.job.num))
     import_early(str(cfg.wandb.mode))
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)
@@ -173,6 +173,7 @@ def main() -> None:
     # A secret-named override's value is never needed: hide it from Hydra,
     # its saved files, its job lines, folder names and wandb's copy of argv.
     sys.argv = redact_argv(sys.argv)
+    publish(SweepContext())  # nothing inherited: a refusal removes only what this command made
     try:
         with interruptible():
             composed = check_command_line(sys.argv[1:], CONF_DIR)

@@ -22,28 +22,21 @@ import os
 from pathlib import Path
 
 from ablation.sweep.speed import Speed, device_name, earlier_speed, probe, speed_key
-from ablation.train.progress import SWEEP_EPOCHS_ENV, format_duration
+from ablation.train.progress import format_duration
 
 log = logging.getLogger(__name__)
 
 LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster paths
 
 
-def set_sweep_epochs(jobs: list[tuple[dict, Path]]) -> None:
-    """Every job's epochs, in job order, for the per-epoch lines' sweep share and ETA."""
-    os.environ[SWEEP_EPOCHS_ENV] = ",".join(str(int(job["trainer"]["epochs"])) for job, _ in jobs)
-
-
 def before_sweep(jobs: list[tuple[dict, Path]], launcher) -> None:
-    """What ``SweepStart`` does before the first job: every job's epochs for the
-    per-epoch lines, then the sweep's size and estimate, as the ``launcher``
-    (Hydra's ``hydra.launcher`` config) will run the jobs. Data the first job
-    cannot load is refused here, in one line; any other failure of the
-    estimate is one warning: the sweep does not depend on it."""
+    """What ``SweepStart`` prints before the first job: the sweep's size and
+    estimate, as the ``launcher`` (Hydra's ``hydra.launcher`` config) will run
+    the jobs. Data the first job cannot load is refused here, in one line; any
+    other failure of the estimate is one warning: the sweep does not depend on it."""
     from ablation.config.refusals import Refused
     from ablation.data import DataError
 
-    set_sweep_epochs(jobs)
     if not jobs or not jobs[0][0].get("estimate", True):
         return
     try:

@@ -1,12 +1,13 @@
-"""What each job of one sweep invocation did, so the sweep's exit code is its own.
+"""What each job of one sweep invocation did, and the tally that makes the
+sweep's exit code its own.
 
 The job folders cannot tell: another sweep into the same folder may have
 written there, or overwritten a failed record with a completed one. So when
 a multirun starts (:class:`ablation.sweep.callbacks.SweepStart`), it names a
 folder for this invocation, ``<sweep>/.sweeps/<time>-<host>-<pid>-<random>/``, and
-passes its path to the jobs in the environment variable ``OUTCOMES_ENV``
-(Hydra's launchers hand the environment to their workers: joblib, submitit,
-Ray, Slurm). Each job writes one small file there saying what it did
+passes its path to the jobs in the sweep context
+(:mod:`ablation.runtime.sweep_context`; Hydra's launchers hand the environment
+to their workers: joblib, submitit, Ray, Slurm). Each job writes one small file there saying what it did
 (``completed``, ``skipped``: already completed, ``busy``: another process held
 it, ``failed``); at the end the sweep reads them back and removes the folder.
 One file per job, written atomically: no two processes ever write the same
@@ -14,11 +15,13 @@ file. The folder is made by the first job that reports, so input refused
 before (or by) a job leaves none behind. A sweep killed outright (``kill -9``)
 cannot remove its folder: the next sweep into that folder, at its start and
 its end, removes those of this host whose process is gone
-(:func:`remove_stale`), never a live one's or another host's.
+(:func:`remove_stale`), never a live one's or another host's. When the sweep
+ends, :func:`tally` lists the failed and the busy jobs (:func:`summary`).
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -28,8 +31,11 @@ from datetime import datetime
 from pathlib import Path
 
 from ablation.runs.files import atomic_write
+from ablation.runs.record import RECORD_FILENAME, RecordError, find_records, read_record
+from ablation.runtime.sweep_context import current
 
-OUTCOMES_ENV = "VIT_ABLATION_SWEEP_OUTCOMES"
+log = logging.getLogger(__name__)
+
 SWEEPS_DIR = ".sweeps"  # hidden: the reporter does not look inside
 STATUSES = ("completed", "skipped", "busy", "failed", "interrupted")
 
@@ -71,19 +77,17 @@ def remove_stale(sweep_dir: str | Path) -> list[Path]:
 
 
 def start(sweep_dir: str | Path) -> Path:
-    """Name this invocation's outcome folder (not created yet) and export it to
-    the jobs; remove those killed invocations left."""
+    """Name this invocation's outcome folder (not created yet: the sweep
+    context carries it to the jobs); remove those killed invocations left."""
     remove_stale(Path(sweep_dir).resolve())
-    folder = (Path(sweep_dir).resolve() / SWEEPS_DIR
-              / f"{datetime.now():%Y%m%d-%H%M%S}-{_host()}-{os.getpid()}-{secrets.token_hex(4)}")
-    os.environ[OUTCOMES_ENV] = str(folder)
-    return folder
+    return (Path(sweep_dir).resolve() / SWEEPS_DIR
+            / f"{datetime.now():%Y%m%d-%H%M%S}-{_host()}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def report(job_folder: str | Path, status: str, detail: str | None = None) -> None:
     """Tell this job's sweep what the job did; nothing outside a multirun."""
     assert status in STATUSES, status
-    folder = os.environ.get(OUTCOMES_ENV)
+    folder = current().outcomes
     if not folder:  # a single run
         return
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -110,5 +114,71 @@ def finish(folder: str | Path) -> None:
     folder = Path(folder)
     shutil.rmtree(folder, ignore_errors=True)
     remove_stale(folder.parent.parent)  # also removes .sweeps once empty
-    if os.environ.get(OUTCOMES_ENV) == str(folder):
-        del os.environ[OUTCOMES_ENV]
+
+
+def tally(sweep_dir, job_folders: list[Path], folder: str | Path | None
+          ) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """(folder, error) of this sweep's failed jobs and (folder, holder line) of
+    those it skipped as busy, from the outcomes its jobs reported in ``folder``
+    (which is then removed).
+
+    A job that reported nothing (a launcher that did not pass the environment
+    on, a worker that died) is judged by its record; without an outcome
+    folder, every failed record below ``sweep_dir`` counts.
+    """
+    if not folder:
+        return [(p.parent, e) for p, e in failed_runs(sweep_dir)], []
+    jobs = [Path(f).resolve() for f in job_folders]
+    done = collect(folder)
+    finish(folder)
+    log.debug("%d of this sweep's %d jobs reported their outcome", len(done), len(jobs))
+    failures, busy = [], []
+    for job in [*jobs, *(f for f in done if f not in jobs)]:
+        outcome, shown = done.get(job), shown_path(job)
+        if outcome is None:
+            failures += [(shown, e) for _, e in failed_runs(job)]
+            if not (job / RECORD_FILENAME).exists():
+                failures.append((shown, "the job left neither an outcome nor a record"))
+        elif outcome["status"] == "failed":
+            failures.append((shown, outcome.get("detail") or "unknown error"))
+        elif outcome["status"] == "busy":
+            busy.append((shown, outcome.get("detail") or str(shown)))
+    return failures, busy
+
+
+def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, str]]
+            ) -> list[str]:
+    """The lines that end a sweep: the busy jobs (and the report to run once they
+    end), then the failed ones; none when every job ran."""
+    lines = []
+    if busy:
+        lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
+        lines += [f"  {detail}" for _, detail in busy]
+        lines.append(f"  once it ends, the report with them: python -m ablation.report "
+                     f"{shown_path(Path(str(sweep_dir)).resolve())}")
+    if failures:
+        lines.append(f"{len(failures)} run(s) failed:")
+        lines += [f"  {folder}: {error}" for folder, error in failures]
+    return lines
+
+
+def shown_path(folder: Path) -> Path:
+    """``folder`` as the user named it: relative to the working folder when below it."""
+    try:
+        return folder.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return folder
+
+
+def failed_runs(sweep_dir) -> list[tuple[Path, str]]:
+    """(record path, error) of every failed run below ``sweep_dir``."""
+    failures = []
+    for path in find_records(sweep_dir) if Path(sweep_dir).exists() else []:
+        try:
+            record = read_record(path)
+        except RecordError as e:
+            failures.append((path, f"unreadable record ({e})"))
+            continue
+        if record["status"] == "failed":
+            failures.append((path, record.get("error") or "unknown error"))
+    return failures

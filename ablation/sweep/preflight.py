@@ -1,15 +1,8 @@
-"""What the sweep command does with the command line before Hydra sees it.
+"""Everything refused before any job runs: the command line before Hydra sees
+it, then every job's config before Hydra writes anything.
 
-Five things cannot wait for Hydra:
+The command line (:func:`check_command_line`), in the command's process:
 
-- A secret passed as an override (``+wandb.api_key='A B'``) would be echoed
-  by Hydra's job line, saved in ``.hydra/`` and ``multirun.yaml``, put in a
-  folder name and read by wandb from ``sys.argv``. The suite never uses such a
-  value (keys belong in the environment), so the whole value is replaced in
-  ``sys.argv`` (:func:`ablation.config.secrets.redact_argv`) before Hydra
-  parses it: it then exists nowhere but in this process's original argument
-  list, whatever it contained (spaces, commas, quotes, ``=``) and however it
-  was quoted.
 - An unknown config group option (``dataset=nonexistent``) makes Hydra print
   a block of lines and exit 1; here it is one line naming the key, the value
   and the valid options, and exit 2, before anything is written.
@@ -17,17 +10,23 @@ Five things cannot wait for Hydra:
   that does not exist (``trainer.epoch=3``) or an interpolation that cannot
   resolve (``name='${oc.env:NOPE}'``, ``name='${name}'``) would be a block of
   lines or a traceback, exit 1: :func:`ablation.config.compose.check_composes`
-  composes the config once, as Hydra will, and turns each into one line, exit
-  2. Sweep values are checked per job in
-  :class:`ablation.sweep.callbacks.SweepStart`.
+  composes the config once, as Hydra will, and turns each into one line, exit 2.
 - Hydra's commands combined in a way it refuses with a traceback (``-m
   --info``, ``--cfg --info``, ``--resolve`` alone), and sweep values without
   ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
   ``-m --cfg`` is not refused: the command prints every job's config
   (:mod:`ablation.sweep.usage`).
-- A Keras backend that cannot load (:func:`check_backend`), when a job is to run,
-  or that cannot run the job's attention kernel (:func:`check_attention_kernel`,
-  per job).
+- A Keras backend that cannot load (:func:`check_backend`), when a job is to run.
+
+Every job of the sweep (:func:`check_jobs`, called by
+:class:`ablation.sweep.callbacks.SweepStart` with each job's composed config):
+its values, the attention kernel its backend can run
+(:func:`check_attention_kernel`), its folder name, its data source, the
+paths it will write (:func:`check_paths`), no two jobs in one folder, and
+an earlier run in its folder of the same config and data.
+
+A secret passed as an override is hidden before any of this
+(:func:`ablation.config.secrets.redact_argv`, called by the command).
 """
 from __future__ import annotations
 
@@ -41,7 +40,8 @@ from ablation.config.compose import check_composes, check_group_options
 from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
 
-__all__ = ["check_attention_kernel", "check_backend", "check_command_line", "check_commands"]
+__all__ = ["check_attention_kernel", "check_backend", "check_command_line", "check_commands",
+           "check_jobs", "check_paths"]
 
 
 def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
@@ -145,3 +145,80 @@ def check_attention_kernel(job: dict) -> None:
         raise ConfigError(f"model.attention_kernel=pallas needs the JAX backend "
                           f"(KERAS_BACKEND=jax, pip install -e \".[jax]\"), got {name}; "
                           f"use model.attention_kernel=auto")
+
+
+def job_folder_name(job: dict, folder: Path) -> str:
+    """What the job adds below ``results_dir/sweep_id`` (normally one component;
+    a separator inside a value shows up here as several)."""
+    base = Path(str(job.get("results_dir", ""))) / str(job.get("sweep_id", ""))
+    if folder.parts[:len(base.parts)] == base.parts:
+        return "/".join(folder.parts[len(base.parts):])
+    return folder.name
+
+
+def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
+    """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
+    from ablation.config import ConfigError, check_folder_names, check_same_config, validate
+    from ablation.data import check_source
+    from ablation.data.fingerprint import check_same_data, data_fingerprint, recorded_fingerprint
+    from ablation.runs.record import earlier_run
+
+    for job, folder in jobs:
+        validate(job)
+        check_attention_kernel(job)
+        check_folder_names(job, job_folder_name(job, folder))
+        check_source(job["dataset"])
+        check_paths(job, folder)
+    sweep_dirs = {folder.parent for _, folder in jobs}
+    if len(sweep_dirs) > 1:
+        raise ConfigError(
+            "this sweep's jobs would go to several sweep folders (" + ", ".join(
+                sorted(str(d) for d in sweep_dirs)) + "): give the sweep one name=...")
+    seen = {}
+    for job, folder in jobs:
+        if folder in seen:
+            raise ConfigError(f"two jobs of this sweep would share the folder {folder}"
+                              f"{apart(seen[folder], job)}")
+        seen[folder] = job
+        if job.get("resume", True):
+            earlier = earlier_run(folder)
+            check_same_config(earlier, job, folder)
+            if recorded_fingerprint(earlier):
+                check_same_data(earlier, data_fingerprint(job["dataset"]), folder)
+
+
+def apart(first: dict, second: dict) -> str:
+    """For the refusal: the keys two jobs sharing a folder differ in (no setting)."""
+    from ablation.config.settings import flatten
+
+    a, b = flatten(first), flatten(second)
+    if not (keys := sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))):
+        return ""
+    which = ("which names no folder (not a setting)", "which name no folder (not settings)")
+    return f": they differ only in {', '.join(keys)}, {which[len(keys) > 1]}; run each " \
+        "under its own name="
+
+
+# What the suite (and Hydra for it) opens for writing in a job folder and in the
+# sweep folder: a link planted at any of these names is refused, not followed.
+JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
+             ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
+             "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
+             ".replaced")
+SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report")
+
+
+def check_paths(job: dict, folder: Path) -> None:
+    """Refuse, in one line, a job whose writes would leave ``results_dir`` or
+    follow a link: an unsafe ``results_dir`` (empty, the root, not writable), a
+    job or sweep folder that is or passes through a link, a planted link where
+    the suite writes a file."""
+    from ablation.config import ConfigError
+    from ablation.runs.files import UnsafeFile, check_no_links, check_results_dir
+
+    try:
+        root = check_results_dir(job.get("results_dir"))
+        check_no_links(root, folder, JOB_FILES)
+        check_no_links(root, folder.parent, SWEEP_FILES)
+    except UnsafeFile as e:
+        raise ConfigError(str(e)) from None

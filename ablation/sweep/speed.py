@@ -104,23 +104,19 @@ def config_get(record: dict, group: str, key: str, default=None):
 
 
 def probe(job: dict, data) -> Speed:
-    """Build, compile and train ``job``'s model on a few of its batches; evaluate a few."""
+    """``job``'s model as training builds and compiles it, trained on a few of
+    its batches and evaluated on a few."""
     import keras
 
-    from ablation.data.batches import one_hot, soft_targets
-    from ablation.model import build_model
-    from ablation.train.compile import compile_model, pad_batches
+    from ablation.augment.normalization import normalization_statistics
+    from ablation.train.compile import compiled_model, pad_batches, use_precision
+    from ablation.train.inputs import evaluation_split
 
     trainer, batch = job["trainer"], int(job["trainer"]["batch_size"])
-    soft = soft_targets(trainer, job.get("augmentation") or {})
     started = time.perf_counter()
-    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
-    keras.utils.set_random_seed(int(job["seed"]))
-    model = build_model(job, data.num_classes, data.input_shape, normalization_data=data.x_train)
-    compile_model(model, trainer, max(math.ceil(len(data.x_train) / batch), 1),
-                  data.num_classes, soft_targets=soft)
-    x = data.x_train[:batch]
-    y = one_hot(data.y_train[:batch], data.num_classes) if soft else data.y_train[:batch]
+    use_precision(trainer)
+    model = compiled_model(job, data, normalization_statistics(job, data.x_train))
+    x, y = evaluation_split(job, data, False, data.x_train[:batch], data.y_train[:batch])
     built = time.perf_counter()
     model.train_on_batch(x, y)  # traced and compiled here
     train_trace = time.perf_counter() - built

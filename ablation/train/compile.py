@@ -1,13 +1,17 @@
-"""How a model is compiled for training: AdamW on the warm-up cosine schedule,
+"""How a job's model is built and compiled for training (:func:`compiled_model`):
+AdamW on the warm-up cosine schedule,
 the loss and the top-1/top-5 metrics, all weighted by sample so that short
 batches can be padded with weight-0 rows (:func:`pad_batches`)."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 
 import keras
 
+from ablation.data import Dataset
+from ablation.model import build_model
 from ablation.train.epoch_metrics import MeanLoss
 from ablation.train.optimizer import build_optimizer
 from ablation.train.schedules import WarmupCosineDecay
@@ -91,3 +95,23 @@ def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
         log.info("the checkpoint's model does not weigh its loss and metrics by sample: "
                  "its batches are not padded")
     return weighted
+
+
+def use_precision(trainer: Mapping) -> None:
+    """``trainer.precision`` as Keras's global dtype policy (``mixed_float16``...)."""
+    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+
+
+def compiled_model(config: Mapping, data: Dataset, statistics) -> keras.Model:
+    """The job's model, built from its seed with the normalisation ``statistics``
+    and compiled for its schedule: what training starts from (and what the
+    sweep's speed probe times)."""
+    from ablation.data.batches import soft_targets
+
+    trainer = config["trainer"]
+    keras.utils.set_random_seed(int(config["seed"]))
+    model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)
+    passes = int(trainer.get("passes_per_epoch", 1))
+    steps_per_epoch = math.ceil(len(data.x_train) * passes / int(trainer["batch_size"]))
+    return compile_model(model, trainer, steps_per_epoch, data.num_classes,
+                         soft_targets=soft_targets(trainer, config.get("augmentation") or {}))

@@ -18,15 +18,15 @@ import keras
 from ablation.augment.normalization import model_statistics, normalization_statistics
 from ablation.config.secrets import redact
 from ablation.data import Dataset
-from ablation.model import build_model
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.runtime.provenance import UNKNOWN_CODE, code_history
 from ablation.runtime.signals import pending_stop
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
-from ablation.train.compile import compile_model, pad_batches
+from ablation.train.compile import compiled_model, pad_batches, use_precision
 from ablation.train.epoch_metrics import EpochMetrics
+from ablation.train.inputs import evaluation_split, protocol_data, training_inputs
 from ablation.train.progress import prints_lines
 from ablation.train.progress_callback import ProgressLine
 from ablation.train.timings import Phases
@@ -71,20 +71,6 @@ def trainable_count(model: keras.Model) -> int:
     return int(sum(np.prod(w.shape) for w in model.trainable_weights))
 
 
-def protocol_data(data: Dataset, protocol: str) -> Dataset:
-    """``official``: train on the whole training set (the validation split goes
-    back in) and evaluate the test set every epoch; ``holdout``: unchanged."""
-    import numpy as np
-
-    if protocol == "holdout":
-        return data
-    if protocol != "official":
-        raise ValueError(f"trainer.protocol={protocol!r} is not one of holdout, official")
-    return Dataset(data.name, np.concatenate([data.x_train, data.x_val]),
-                   np.concatenate([data.y_train, data.y_val]),
-                   data.x_val[:0], data.y_val[:0], data.x_test, data.y_test, data.class_names)
-
-
 def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path,
           resume_from: Checkpoint | None = None, progress: EpochMetrics | None = None,
           state_extra: Mapping | None = None) -> dict:
@@ -105,8 +91,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     official = protocol == "official"
     epochs = progress if progress is not None else EpochMetrics()
     probe = _bookkeeping(epochs, tracker, config, data, official)
-    # Per job: a sweep's jobs in one process may ask for different precisions.
-    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+    use_precision(trainer)  # per job: a sweep's jobs in one process may differ
     phases = Phases()
     model, initial_epoch, statistics = _build_or_resume(config, data, resume_from, epochs, phases)
     codes = code_history(resume_from.state.get("code_history", [UNKNOWN_CODE])
@@ -117,10 +102,10 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
              data.input_shape, data.num_classes, f"{params:,}")
 
     pad = pad_batches(trainer, model)
-    evaluation = (_split(config, data, pad, data.x_test, data.y_test) if official
-                  else _split(config, data, pad, data.x_val, data.y_val))
+    evaluation = (evaluation_split(config, data, pad, data.x_test, data.y_test) if official
+                  else evaluation_split(config, data, pad, data.x_val, data.y_val))
     model.fit(
-        **_training_inputs(config, data, pad, initial_epoch, statistics),
+        **training_inputs(config, data, pad, initial_epoch, statistics),
         validation_data=evaluation, validation_batch_size=int(trainer["batch_size"]),
         epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
         callbacks=_callbacks(config, epochs, tracker, checkpoint_dir,
@@ -131,7 +116,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     _check_finite(epochs)
 
     # the official protocol evaluated the test split every epoch; it is tested again
-    test = evaluation if official else _split(config, data, pad, data.x_test, data.y_test)
+    test = evaluation if official else evaluation_split(config, data, pad, data.x_test, data.y_test)
     with phases("test"):
         metrics = _test_metrics(model, test, epochs, int(trainer["batch_size"]), pad, official)
     measured = {
@@ -190,9 +175,6 @@ def _build_or_resume(config: Mapping, data: Dataset, resume_from: Checkpoint | N
                      epochs: EpochMetrics, phases: Phases):
     """(model, first epoch to train, the normalisation it uses): built and compiled
     from the seed, or the checkpoint's, its bookkeeping restored."""
-    from ablation.data.batches import soft_targets
-
-    trainer = config["trainer"]
     statistics = normalization_statistics(config, data.x_train)
     if resume_from is not None:
         epochs.restore(resume_from.state)
@@ -200,13 +182,8 @@ def _build_or_resume(config: Mapping, data: Dataset, resume_from: Checkpoint | N
         # reseeded by the loader; a checkpoint written with other statistics keeps them
         return (resume_from.model, resume_from.epoch,
                 model_statistics(resume_from.model, statistics))
-    keras.utils.set_random_seed(int(config["seed"]))
     with phases("build"):
-        model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)
-        passes = int(trainer.get("passes_per_epoch", 1))
-        steps_per_epoch = math.ceil(len(data.x_train) * passes / int(trainer["batch_size"]))
-        compile_model(model, trainer, steps_per_epoch, data.num_classes,
-                      soft_targets=soft_targets(trainer, config.get("augmentation") or {}))
+        model = compiled_model(config, data, statistics)
     return model, 0, statistics
 
 
@@ -222,33 +199,6 @@ def _callbacks(config: Mapping, epochs: EpochMetrics, tracker: Tracker, checkpoi
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
             "wandb_id": tracker.info()["id"], "config": redact(dict(config)), **state_extra}))
     return callbacks
-
-
-def _split(config: Mapping, data: Dataset, pad: bool, x, y) -> tuple:
-    """An evaluated split as (x, targets[, sample weights]): one-hot rows for soft
-    targets, else class ids; with ``pad``, whole batches only."""
-    from ablation.data.batches import one_hot, padded, soft_targets
-
-    if soft_targets(config["trainer"], config.get("augmentation") or {}):
-        y = one_hot(y, data.num_classes)
-    return padded(x, y, int(config["trainer"]["batch_size"])) if pad else (x, y)
-
-
-def _training_inputs(config: Mapping, data: Dataset, pad: bool, initial_epoch: int,
-                     statistics) -> dict:
-    """``fit``'s training data: the input pipeline (repeated passes, augmentation,
-    Mixup/CutMix, soft targets, padding: :mod:`ablation.data.batches`) where the
-    config needs it, else the arrays, shuffled by Keras."""
-    from ablation.data.batches import needs_pipeline, training_batches
-
-    trainer, augmentation = config["trainer"], config.get("augmentation") or {}
-    if pad or needs_pipeline(trainer, augmentation):
-        return dict(x=training_batches(data.x_train, data.y_train, data.num_classes, trainer,
-                                       augmentation, int(config["seed"]),
-                                       initial_epoch=initial_epoch, pad=pad,
-                                       statistics=statistics))
-    return dict(x=data.x_train, y=data.y_train, batch_size=int(trainer["batch_size"]),
-                shuffle=True)
 
 
 def _check_finite(epochs: EpochMetrics) -> None:

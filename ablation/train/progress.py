@@ -5,44 +5,21 @@
 On a terminal Keras draws its bar (``trainer.verbose=auto``); in a log file,
 Slurm output or CI log this line replaces Keras's own per-epoch line, so an
 epoch is one line that also says where the sweep stands. The job's position
-and every job's epoch count travel in environment variables
-(:data:`JOB_NUM_ENV`, set by each job; :data:`SWEEP_EPOCHS_ENV`, set by the
-sweep before its first job), which launchers with worker processes pass on.
-This module needs no Keras; the callback is :mod:`ablation.train.progress_callback`.
+and every job's epoch count come from the sweep context
+(:mod:`ablation.runtime.sweep_context`), which launchers' worker processes
+inherit. This module needs no Keras; the callback is :mod:`ablation.train.progress_callback`.
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
 from ablation.runs.epochs import start_up_seconds, steady_seconds
 
-SWEEP_EPOCHS_ENV = "VIT_ABLATION_SWEEP_EPOCHS"  # every job's epochs, in job order: "50,50,50"
-JOB_NUM_ENV = "VIT_ABLATION_JOB_NUM"  # this job's position in the sweep, from 0
-
 
 def prints_lines(verbose) -> bool:
     """Whether ``trainer.verbose`` asks for these lines: ``auto`` off a terminal."""
     return verbose == "auto" and not sys.stdout.isatty()
-
-
-def sweep_jobs(environ=None) -> int | None:
-    """The number of jobs in the running sweep, if this process is in one."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(SWEEP_EPOCHS_ENV)
-    return len(value.split(",")) if value else None
-
-
-def sweep_position(environ=None) -> tuple[int, list[int]] | None:
-    """(this job's index, every job's epochs) when running in a sweep, else None."""
-    environ = os.environ if environ is None else environ
-    try:
-        epochs = [int(e) for e in environ[SWEEP_EPOCHS_ENV].split(",")]
-        num = int(environ[JOB_NUM_ENV])
-    except (KeyError, ValueError):
-        return None
-    return (num, epochs) if 0 <= num < len(epochs) else None
 
 
 def format_duration(seconds: float) -> str:
@@ -82,7 +59,8 @@ def progress_line(run_name: str, epoch: int, epochs: int, epoch_seconds: Sequenc
 
     ``epoch_seconds``: this attempt's epochs so far (a resumed job's start at
     its checkpoint). ``position``: (job index, every job's epochs), see
-    :func:`sweep_position`; without it the line is the job's alone.
+    :meth:`ablation.runtime.sweep_context.SweepContext.position`; without it
+    the line is the job's alone.
     """
     metrics = metrics or {}
     parts = [f"epoch {epoch}/{epochs}"]

@@ -5,7 +5,8 @@ import time
 
 import keras
 
-from ablation.train.progress import progress_line, sweep_position
+from ablation.runtime.sweep_context import current
+from ablation.train.progress import progress_line
 
 
 class ProgressLine(keras.callbacks.Callback):
@@ -20,7 +21,7 @@ class ProgressLine(keras.callbacks.Callback):
     def __init__(self, run_name: str, epochs: int, validation_name: str = "val"):
         super().__init__()
         self.run_name, self.epochs, self.validation_name = run_name, epochs, validation_name
-        self.position = sweep_position()
+        self.position = current().position()
         self.epoch_seconds: list[float] = []
         self._last = None
 
