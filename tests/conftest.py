@@ -31,6 +31,12 @@ os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
 # the Ctrl-C tests need it delivered, as in a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Hermetic: what the caller's shell exported about W&B, Keras, Hydra or a sweep
+# does not reach the tests (WANDB_SILENT=true hides lines a test reads,
+# KERAS_BACKEND=jax changes every figure); a test that needs one sets it.
+for _name in [n for n in os.environ if n.startswith(("WANDB_", "HYDRA_", "VIT_ABLATION_"))
+              or n in ("KERAS_BACKEND", "KERAS_HOME")]:
+    del os.environ[_name]
 
 # Workers for ``-n auto``. Most tests wait on a child process or train a small
 # model on one core, so one worker per core; at most 4, because the tests that

@@ -82,7 +82,7 @@ def test_an_unsafe_results_dir_is_refused(results_dir, says):
 
 
 def test_the_lock_never_follows_a_link(tmp_path):
-    from ablation.runs.files import UnsafeFile
+    from ablation.files import UnsafeFile
     from ablation.runs.lock import job_lock
 
     victim = tmp_path / "victim"
@@ -95,7 +95,7 @@ def test_the_lock_never_follows_a_link(tmp_path):
 
 
 def test_reading_refuses_links_fifos_and_huge_files(tmp_path):
-    from ablation.runs.files import UnsafeFile
+    from ablation.files import UnsafeFile
     from ablation.runs.record import RecordError, read_record, read_state
 
     os.mkfifo(tmp_path / "run.json")  # opened for reading, a FIFO would wait forever

@@ -38,21 +38,70 @@ def test_a_smaller_report_leaves_no_stale_file_and_old_generations_are_bounded(s
 
 
 def test_a_report_that_stops_part_way_leaves_the_earlier_generation(tmp_path):
-    (tmp_path / "comparison.md").write_text("earlier")
-    (tmp_path / "factorial_effects.csv").write_text("earlier")
+    with generation(tmp_path) as stage:
+        (stage / "comparison.md").write_text("earlier")
+        (stage / "factorial_effects.csv").write_text("earlier")
     with pytest.raises(RuntimeError), generation(tmp_path) as stage:
         (stage / "comparison.md").write_text("half of a new one")
         raise RuntimeError("killed while plotting")
     assert (tmp_path / "comparison.md").read_text() == "earlier"
     assert (tmp_path / "factorial_effects.csv").read_text() == "earlier"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparison.md",
-                                                          "factorial_effects.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "comparison.md", "factorial_effects.csv", MANIFEST]
     (tmp_path / ".report-new-dead").mkdir()  # what a SIGKILL would leave
     with generation(tmp_path) as stage:
         (stage / "comparison.md").write_text("new")
     assert not list(tmp_path.glob(".report-new-*"))
     assert (tmp_path / "comparison.md").read_text() == "new"
     assert not (tmp_path / "factorial_effects.csv").exists()
+
+
+def test_files_no_report_wrote_are_never_moved_or_deleted(tmp_path):
+    """``--out DIR`` pointed at a folder of the user's figures: a name the report
+    would replace stops it in one line, and nothing of the user's moves."""
+    from ablation.report.load import ReportError
+
+    (tmp_path / "top1.png").write_bytes(b"the user's figure")
+    (tmp_path / "notes.txt").write_text("mine")
+    for _ in range(KEEP_REPLACED + 2):
+        with pytest.raises(ReportError, match=r"holds top1.png, which no earlier report "
+                                               r"there wrote: nothing was replaced"), \
+                generation(tmp_path) as stage:
+            (stage / "top1.png").write_bytes(b"a report's figure")
+            (stage / "comparison.md").write_text("report")
+    assert (tmp_path / "top1.png").read_bytes() == b"the user's figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "top1.png"]
+    with generation(tmp_path) as stage:  # no collision: the report writes beside them
+        (stage / "comparison.md").write_text("report")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_planted_manifest_moves_nothing_a_report_did_not_write(tmp_path):
+    (tmp_path / "multirun.yaml").write_text("hydra's")
+    (tmp_path / ".report.lock").write_text("")
+    (tmp_path / "comparison.md").write_text("a report's")
+    (tmp_path / MANIFEST).write_text(json.dumps(
+        {"files": ["multirun.yaml", ".report.lock", "../outside.md", "comparison.md", 7]}))
+    with generation(tmp_path) as stage:
+        (stage / "comparison.md").write_text("new")
+    assert (tmp_path / "multirun.yaml").read_text() == "hydra's"
+    assert (tmp_path / ".report.lock").exists()
+    (moved,) = tmp_path.glob(".replaced/report-*")
+    assert sorted(p.name for p in moved.iterdir()) == ["comparison.md", MANIFEST]
+
+
+def test_pruning_removes_only_report_generations(tmp_path):
+    from ablation.report.generation import prune_replaced
+
+    kept = tmp_path / ".replaced" / "20260101-000000-000000"  # a job's attempt, say
+    kept.mkdir(parents=True)
+    (kept / "comparison.md").write_text("not a report generation")
+    for n in range(KEEP_REPLACED + 2):
+        with generation(tmp_path) as stage:
+            (stage / "comparison.md").write_text(str(n))
+    prune_replaced(tmp_path)
+    assert len(list(tmp_path.glob(".replaced/report-*"))) == KEEP_REPLACED
+    assert (kept / "comparison.md").exists()
 
 
 @pytest.mark.slow

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ablation.config import SWITCHES
-from ablation.runs.record import find_records, write_record
+from ablation.files import read_bytes
+from ablation.runs.record import MAX_RECORD_BYTES, find_records, write_record
 
 
 def make_records(root: Path, count: int, epochs: int = 50, layers: int = 8) -> int:
@@ -65,7 +66,7 @@ def bench_report(count: int, plots: bool) -> None:
 
         cpu, t = time.process_time(), time.perf_counter()
         for p in find_records(root):
-            json.loads(p.read_text())
+            json.loads(read_bytes(p, MAX_RECORD_BYTES))
         baseline = time.perf_counter() - t
         print(f"baseline, find + json.loads every file: {baseline:6.2f} s "
               f"({time.process_time() - cpu:.2f} CPU s)")

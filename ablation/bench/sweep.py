@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ablation.bench.common import alternate, compose_config
 from ablation.config.switches import card_sweep
+from ablation.files import read_text
 from ablation.runs.record import find_records, read_record
 
 
@@ -60,8 +61,10 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
     freeze_imported_objects()  # as run_sweep.py does
 
     def rss_mb() -> float:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+        from ablation.files import read_text
+
+        return int(read_text("/proc/self/statm", 1 << 12).split()[1]) \
+            * resource.getpagesize() / 2**20
 
     print(f"{'job':>4} {'wall s':>8} {'train s':>8} {'fixed s':>8} {'RSS MB':>8}")
     rows = []
@@ -145,7 +148,7 @@ def _time_sweep(root: Path, overrides: list[str]) -> dict:
                              + "\n".join(lines)[-2000:])
         records = [read_record(p) for p in find_records(results)]
         train = sum(r.get("train_seconds") or 0.0 for r in records)
-        fit = float(fit_file.read_text())
+        fit = float(read_text(fit_file, 1 << 12))
     return {"wall_s": wall, "train_s": train, "overhead_s": wall - train, "fit_s": fit,
             "overhead_fit_s": wall - fit, "jobs": len(records)}
 

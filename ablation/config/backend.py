@@ -37,9 +37,10 @@ def keras_backend_setting() -> tuple[str | None, str]:
     path = os.path.expanduser(os.path.join(home, "keras.json"))
     if not os.path.exists(path):
         return DEFAULT_BACKEND, "Keras's default"
+    from ablation.files import read_text
+
     try:
-        with open(path) as f:
-            config = json.load(f)
+        config = json.loads(read_text(path, 1 << 20))
     except ValueError:
         return DEFAULT_BACKEND, "Keras's default"
     except OSError:

@@ -31,7 +31,8 @@ from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
 from ablation.job.records import base_record, failed, plain_config, run_tags, write_failure
 from ablation.model.saved import MODEL_FILENAME
-from ablation.runs.files import atomic_write, replaced_folder, set_aside
+from ablation.files import (atomic_write, entries, is_regular, read_bytes, replaced_folder,
+                            set_aside)
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, earlier_run, read_state,
                                   save_record, unreadable_record, write_record)
@@ -46,6 +47,7 @@ from ablation.train.fit import train
 log = logging.getLogger(__name__)
 
 HYDRA_DIR = ".hydra"  # hydra.output_subdir: written by Hydra before the job's lock is checked
+HYDRA_FILE_LIMIT = 1 << 24  # a composed config is a few KiB
 
 __all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config", "failed"]
 
@@ -82,13 +84,14 @@ def keep_hydra_files(output_dir: Path):
     launch it was: the holder of the lock restores its own files when it ends.
     """
     folder = output_dir / HYDRA_DIR
-    saved = {p: p.read_bytes() for p in folder.glob("*.yaml")} if folder.is_dir() else {}
+    saved = {p: read_bytes(p, HYDRA_FILE_LIMIT) for p in entries(folder, "*.yaml")
+             if is_regular(p)}
     try:
         yield
     finally:
         for path, data in saved.items():
             try:
-                if path.read_bytes() != data:
+                if read_bytes(path, HYDRA_FILE_LIMIT) != data:
                     atomic_write(path, data, fsync=False)
             except OSError:
                 atomic_write(path, data, fsync=False)
@@ -180,7 +183,8 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
     progress = EpochMetrics()
     earlier_graphs = custom_gradient_names()
     try:
-        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]))
+        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]),
+                                       int(config["trainer"]["epochs"]))
                        if config.get("resume", True) else None)
         run_id = resume_from.state.get("wandb_id") if resume_from else None
         if config["wandb"]["mode"] != "disabled" and (run_id or resume_from is None):
@@ -202,6 +206,8 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
             record["timings"] = {**timings, **record.get("timings", {})}
             record["data"] = {**record["data"], **fingerprint}
             record["status"] = "completed"
+        if problems := getattr(tracker, "problems", None):  # W&B missed these; the job did not
+            record["wandb"]["problems"] = list(problems)
     except BaseException as e:
         state = read_state(checkpoint_dir) if isinstance(e, KeyboardInterrupt) else None
         failed(record, e, progress, resume_epoch=int(state["epoch"]) if state else None)

@@ -15,12 +15,11 @@ inference-time resize are layers of the model).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import keras
 
-from ablation.runs.files import fsync_path, temporary_beside
+from ablation.files import entries, is_folder, is_regular, save_with
 
 MODEL_FILENAME = "model.keras"
 
@@ -33,11 +32,7 @@ def save_trained(model: keras.Model, path: str | Path) -> Path:
     # moments: two thirds of a compiled model's file)
     copy = keras.Model.from_config(model.get_config())  # uncompiled, unlike clone_model
     copy.set_weights(model.get_weights())
-    with temporary_beside(path.parent, f".{path.name}.", ".keras") as tmp:
-        copy.save(tmp)
-        fsync_path(tmp)
-        os.replace(tmp, path)
-    return path
+    return save_with(path, copy.save)
 
 
 def load_model(path: str | Path, compile: bool = True) -> keras.Model:
@@ -52,7 +47,8 @@ def load_model(path: str | Path, compile: bool = True) -> keras.Model:
     path = Path(path)
     if path.is_dir():
         if not (path / MODEL_FILENAME).exists():
-            jobs = sorted(p.parent.name for p in path.glob(f"*/{MODEL_FILENAME}"))
+            jobs = sorted(job.name for job in entries(path)
+                          if is_folder(job) and is_regular(job / MODEL_FILENAME))
             if jobs:  # a sweep's folder: its jobs hold the models
                 raise FileNotFoundError(
                     f"{path} is a sweep folder: its jobs' models are in {', '.join(jobs[:4])}"

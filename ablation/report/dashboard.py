@@ -144,7 +144,7 @@ def make_dashboard(runs: pd.DataFrame, out: Path, settings: Mapping, group: str 
     payload = {"what": "a wandb-workspaces View: the sweep's W&B workspace",
                "publish": publish_command(sweep, project, entity),
                "view": definition(workspace)}
-    from ablation.runs.files import atomic_write
+    from ablation.files import atomic_write
 
     atomic_write(path, json.dumps(payload, indent=1) + "\n", fsync=False)
     return (f"W&B dashboard definition written to {path}; publish it (after wandb sync) "

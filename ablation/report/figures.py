@@ -3,6 +3,7 @@ panels, a block's completed runs, each run's variant label, seed lists."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,3 +44,14 @@ def completed_runs(runs: pd.DataFrame, key) -> pd.DataFrame:
 def variant_label(row) -> str:
     """The paper's name of a run's variant (``SL-ViT``)."""
     return VARIANTS[tuple(bool(row[k]) for k in SWITCHES)]
+
+
+def save_figure(fig, path: Path, dpi: int) -> Path:
+    """Write ``fig`` as a PNG at ``path`` through the file door, atomically."""
+    import io
+
+    from ablation.files import atomic_write
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=dpi, format="png")
+    return atomic_write(path, buffer.getvalue(), fsync=False)

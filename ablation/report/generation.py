@@ -2,31 +2,42 @@
 
 A report is written into a fresh hidden folder beside its destination; only
 when every file is there does it replace the earlier generation: the files the
-earlier one listed in ``report.json`` (or, for a folder without one, every
-file a report writes) move to ``.replaced/report-<time>/``, the new files move
-in, and ``report.json`` (the generation's time and files) is written last. So a
-file an earlier report wrote and this one does not (``factorial_effects.csv``
-of a sweep that has since lost a variant) never stays behind to contradict it,
-and a report killed while writing leaves the earlier generation as it was (and
-a hidden staging folder, removed by the next report). ``.replaced/`` keeps the
-newest :data:`KEEP_REPLACED` report entries; older ones are removed.
+earlier one listed in ``report.json`` move to ``.replaced/report-<time>/``,
+``report.json`` (the generation's time and files) is written, and the new
+files move in. So a file an earlier report wrote and this one does not
+(``factorial_effects.csv`` of a sweep that has since lost a variant) never
+stays behind to contradict it, and a report killed while writing leaves the
+earlier generation as it was (and a hidden staging folder, removed by the
+next report).
+
+Only what a report wrote is ever moved or removed: the names its manifest
+lists, and only names a report can write (a planted ``report.json`` naming
+``multirun.yaml`` or a lock moves nothing). A file the report would replace
+that no manifest lists (a figure of the user's in ``--out DIR``) stops the
+report with one line, the file untouched. ``.replaced/`` keeps the newest
+:data:`KEEP_REPLACED` report generations (``report-<time>/``, the report's W&B
+runs included); older ones are removed, and nothing else there is touched.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import shutil
+import os
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ablation.runs.files import REPLACED_DIR, atomic_write, replaced_folder, set_aside
+from ablation.files import (REPLACED_DIR, atomic_write, entries, is_folder, is_regular,
+                            make_folder, move, read_text, remove_tree, replaced_folder,
+                            set_aside)
+from ablation.report.load import ReportError
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "report.json"
+MANIFEST_LIMIT = 1 << 20
 STAGING_PREFIX = ".report-new-"
 KEEP_REPLACED = 3
 # What a report may write (for a folder whose report predates the manifest).
@@ -35,53 +46,72 @@ REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison.html", "compariso
 REPORT_GLOBS = ("*.png",)
 
 
+def report_name(name: str) -> bool:
+    """Whether ``name`` is a file a report writes."""
+    return name in REPORT_NAMES or any(Path(name).match(g) for g in REPORT_GLOBS)
+
+
 def _earlier_files(out: Path) -> list[Path]:
+    """The files of the earlier generation in ``out``: those its manifest lists
+    that a report writes and that are regular files; none without a manifest."""
     try:
-        names = json.loads((out / MANIFEST).read_text())["files"]
+        names = json.loads(read_text(out / MANIFEST, MANIFEST_LIMIT))["files"]
+        names = [n for n in names if isinstance(n, str)]
     except (OSError, ValueError, KeyError, TypeError):
-        names = [*REPORT_NAMES, *(p.name for g in REPORT_GLOBS for p in out.glob(g))]
-    return [out / Path(str(n)).name for n in names if (out / Path(str(n)).name).is_file()]
+        names = []
+    return [out / n for n in names
+            if n == Path(n).name and report_name(n) and is_regular(out / n)]
+
+
+def report_replaced_folder(out: Path) -> Path:
+    """A new ``out/.replaced/report-<time>/`` (not created) for a generation set aside."""
+    moved = replaced_folder(out)
+    return moved.with_name("report-" + moved.name)
 
 
 @contextlib.contextmanager
 def generation(out: Path) -> Iterator[Path]:
     """A staging folder to write a whole report into; on success it becomes ``out``'s."""
-    for stale in out.glob(STAGING_PREFIX + "*"):  # a report killed while writing
-        shutil.rmtree(stale, ignore_errors=True)
-    stage = out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}"
-    stage.mkdir()
+    for stale in entries(out, STAGING_PREFIX + "*"):  # a report killed while writing
+        remove_tree(stale)
+    stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
     try:
         yield stage
-        files = sorted(p.name for p in stage.iterdir() if p.is_file())
-        earlier = [*_earlier_files(out), *([out / MANIFEST] if (out / MANIFEST).exists() else [])]
-        moved = replaced_folder(out)
-        target = moved.with_name("report-" + moved.name)
+        files = sorted(p.name for p in entries(stage) if is_regular(p))
+        earlier = _earlier_files(out)
+        theirs = [n for n in files if os.path.lexists(out / n) and out / n not in earlier]
+        if theirs:
+            raise ReportError(
+                f"{out} holds {', '.join(theirs)}, which no earlier report there wrote: "
+                f"nothing was replaced; move them, or write the report elsewhere (--out DIR)")
+        earlier += [out / MANIFEST] if is_regular(out / MANIFEST) else []
+        target = report_replaced_folder(out)
         set_aside(earlier, target)
-        for name in files:
-            (stage / name).rename(out / name)
         atomic_write(out / MANIFEST, json.dumps({
             "generation": target.name.removeprefix("report-"),
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "files": files}, indent=2) + "\n", fsync=False)
+        for name in files:
+            move(stage / name, out / name)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        remove_tree(stage)
 
 
 def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:
     """Remove all but the newest ``keep`` report generations (and report W&B runs)
     set aside in ``out/.replaced/``; entries holding anything else are kept."""
     folder = out / REPLACED_DIR
-    if not folder.is_dir():
+    if not is_folder(folder):  # absent, or a link: nothing of this report's
         return []
     allowed = {*REPORT_NAMES, MANIFEST, "wandb"}
 
     def report_only(entry: Path) -> bool:
-        return entry.is_dir() and not entry.is_symlink() and all(
-            p.name in allowed or p.suffix == ".png" for p in entry.iterdir())
+        return entry.name.startswith("report-") and is_folder(entry) and all(
+            p.name in allowed or p.suffix == ".png" for p in entries(entry))
 
-    entries = sorted((e for e in folder.iterdir() if report_only(e)),
-                     key=lambda e: e.name.removeprefix("report-"))
-    removed = entries[:-keep] if keep else entries
+    generations = sorted((e for e in entries(folder) if report_only(e)),
+                         key=lambda e: e.name.removeprefix("report-"))
+    removed = generations[:-keep] if keep else generations
     for entry in removed:
-        shutil.rmtree(entry, ignore_errors=True)
+        remove_tree(entry)
     return removed

@@ -1,6 +1,8 @@
 """Locality figures: a quantity per layer for each variant, and attention maps."""
 from __future__ import annotations
 
+import logging
+import os
 import textwrap
 from pathlib import Path
 
@@ -8,14 +10,21 @@ import numpy as np
 import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL
+from ablation.files import open_regular
 from ablation.runs.record import ATTENTION_MAPS_FILE
 from ablation.report.locality import with_diagnostics
-from ablation.report.figures import pyplot, variant_label
+from ablation.report.figures import pyplot, save_figure, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
 
 # One fixed colour per variant, the same in every figure (the paper's four stand apart).
+log = logging.getLogger(__name__)
+
+MAPS_LIMIT = 64 << 20  # bytes of one run's attention_maps.npz the report reads
+MAX_MAP_IMAGES = 32  # probe images drawn per run, one row each (diagnostics.attention_maps: 3)
+MAP_ARRAYS = ("images", "blocks", "maps", "rows", "cols", "patch_size")
+
 VARIANT_COLORS = dict(zip(VARIANTS.values(), [
     "#555555",   # ViT
     "#1f77b4",   # SPT
@@ -79,17 +88,29 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
 
 def _load_maps(path: str) -> dict | None:
+    """A run's saved attention maps, or None (with a line saying why when the
+    file is there but cannot be used: a link, too large, not plain arrays)."""
     file = Path(path).parent / ATTENTION_MAPS_FILE
-    if not file.is_file():
+    if not os.path.lexists(file):
         return None
-    with np.load(file) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        with open_regular(file, MAPS_LIMIT) as f, np.load(f, allow_pickle=False) as z:
+            maps = {k: z[k] for k in MAP_ARRAYS}
+    except (OSError, ValueError, KeyError, EOFError) as e:
+        log.warning("%s skipped: %s", file, e)
+        return None
+    if not all(a.dtype.kind in "fiub" for a in maps.values()) or \
+            len(maps["images"]) > MAX_MAP_IMAGES:
+        log.warning("%s skipped: not the maps a run saves (numeric arrays, at most %d "
+                    "images)", file, MAX_MAP_IMAGES)
+        return None
+    return maps
 
 
 def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
@@ -151,7 +172,7 @@ def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
         fig.suptitle(textwrap.fill(title, width=int(24 * (len(labels) + 1))), fontsize=8)
         fig.tight_layout()
         target = path if len(groups) == 1 else path.with_name(f"{path.stem}_{k}{path.suffix}")
-        fig.savefig(target, dpi=110)
+        save_figure(fig, target, dpi=110)
         plt.close(fig)
         written.append(target)
     return written

@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL
-from ablation.report.figures import completed_runs, grid, pyplot, seeds_text, variant_label
+from ablation.files import read_bytes
+from ablation.report.figures import (completed_runs, grid, pyplot, save_figure, seeds_text,
+                                     variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
@@ -66,7 +68,7 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
         ax.set_title(f"{block_title(*key)}\n{n_text(block)}; error bars: ±1 sample sd "
                      "across seeds", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -141,7 +143,7 @@ def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
     """Validation top-1 per epoch (test top-1 under the official protocol), one line
     per variant (mean over seeds), each variant with its own dashes and markers."""
     plt, fig = val_figure(table, runs)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -153,6 +155,7 @@ def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
     return temperature_figure(table, runs, path)
 
 
+FIGURE_LIMIT = 64 << 20  # bytes of one plot embedded in the HTML report
 CAPTIONS = {
     "top1": TOP1_CAPTION,
     "val_top1": ("Validation top-1 per epoch (test top-1 under the official protocol), one line "
@@ -171,7 +174,7 @@ def html_figures(images: list[Path]) -> str:
         return ""
     parts = ["<h2>Figures</h2>"]
     for image in images:
-        data = base64.b64encode(Path(image).read_bytes()).decode("ascii")
+        data = base64.b64encode(read_bytes(image, FIGURE_LIMIT)).decode("ascii")
         text = CAPTIONS.get(image.stem) or (
             "Attention maps of the probe images, per variant." if image.stem.startswith(
                 "attention_maps") else image.stem)

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablation.report.figures import (TEMPERATURE_KEY, completed_runs, grid, pyplot, seeds_text,
-                                     variant_label)
+from ablation.report.figures import (TEMPERATURE_KEY, completed_runs, grid, pyplot, save_figure,
+                                     seeds_text, variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
@@ -93,6 +93,6 @@ def temperature_figure(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
     fig.suptitle("Learned temperature per layer: change from its start value "
                  f"(shared axis, ±{bound:.3g} %)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -33,12 +33,13 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
         return None
     import wandb
 
-    from ablation.runs.files import replaced_folder
+    from ablation.report.generation import report_replaced_folder
     from ablation.runs.tracking import console_settings, open_run, set_aside_offline_runs, where
 
     directory = Path(directory)
     run_id = report_run_id(group, directory)
-    set_aside_offline_runs(directory / "wandb", run_id, replaced_folder(directory) / "wandb")
+    set_aside_offline_runs(directory / "wandb", run_id,
+                           report_replaced_folder(directory) / "wandb")
     run = open_run(settings["mode"], directory,
                    project=settings.get("project") or "vit-ablation",
                    entity=settings.get("entity"), group=group, job_type="report",

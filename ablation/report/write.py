@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
-from ablation.runs.files import atomic_write
+from ablation.files import atomic_write, make_folder
 from ablation.runs.record import find_records
 from ablation.report import export, locality, locality_plots, plots, render
 from ablation.report.generation import generation, prune_replaced
@@ -77,7 +77,7 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
 def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
                   make_plots: bool, split_by_code: bool = False) -> Report:
     runs = load_runs(path, split_by_code=split_by_code)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     with generation(out) as stage:
         report = _write_files(runs, stage, make_plots)
     report.files = [out / f.name for f in report.files]

@@ -5,7 +5,7 @@ lifecycle that uses them is :mod:`ablation.job`.
 Importing this package, the record, the schema, the lock or the files loads
 neither Keras nor wandb (wandb is imported only when a W&B run opens).
 """
-from ablation.runs.files import atomic_write, replaced_folder, set_aside
+from ablation.files import atomic_write, replaced_folder, set_aside  # re-exported for runs' users
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, RecordError, earlier_run,
                                   find_records, read_record, write_record)

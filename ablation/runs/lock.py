@@ -16,7 +16,6 @@ nothing.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -26,7 +25,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ablation.runs.files import UnsafeFile, read_regular
+from ablation.files import make_folder, open_lock, read_regular
 
 LOCK_FILE = ".lock"
 REPORT_LOCK_FILE = ".report.lock"  # the report step of a sweep folder (see report.write)
@@ -66,16 +65,9 @@ def job_lock(folder: str | Path, *, name: str = LOCK_FILE,
     lock file, so one folder can have independent locks (the job's, the report's).
     Yields what was written into the lock file (host, pid, since).
     """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    try:  # a link planted at the lock's name is never followed (nor truncated)
-        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                     0o644)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UnsafeFile(f"{folder / name} is a symbolic link: not followed; "
-                             f"remove it") from None
-        raise
+    folder = make_folder(folder)
+    # a link planted at the lock's name is never followed (nor truncated), a FIFO never waited on
+    fd = open_lock(folder / name)
     try:
         deadline = time.monotonic() + wait_s
         while True:

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ablation.runs.files import UnsafeFile, atomic_write, read_regular
+from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
+                            read_regular, walk)
 from ablation.runs.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
@@ -53,7 +54,7 @@ def write_record(directory: str | Path, record: dict) -> Path:
     The record is checked against the schema first (what is checked is the
     JSON written), so a record the reporter would refuse is never written:
     :class:`RecordError` names the field. The file gets the mode every other
-    output gets (:func:`ablation.runs.files.output_mode`), not ``mkstemp``'s private 0600.
+    output gets (:func:`ablation.files.output_mode`), not ``mkstemp``'s private 0600.
     """
     directory = Path(directory)
     text = json.dumps(_finite(record), indent=2, allow_nan=False, default=str)
@@ -61,7 +62,7 @@ def write_record(directory: str | Path, record: dict) -> Path:
         validate_record(json.loads(text))
     except SchemaError as e:
         raise RecordError(f"refusing to write {directory / RECORD_FILENAME}: {e}") from None
-    directory.mkdir(parents=True, exist_ok=True)
+    make_folder(directory)
     return atomic_write(directory / RECORD_FILENAME, text + "\n")
 
 
@@ -131,10 +132,10 @@ def find_records(root: str | Path) -> list[Path]:
     this report).
     """
     root = Path(root)
-    if root.is_file():
+    if is_regular(root):
         return [root]
     found = []
-    for folder, dirs, files in os.walk(root):  # os.walk does not follow links
+    for folder, dirs, files in walk(root):  # never into a linked folder
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         if RECORD_FILENAME in files:
             found.append(Path(folder) / RECORD_FILENAME)
@@ -153,8 +154,8 @@ def read_state_file(path: str | Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, UnsafeFile) as e:
         raise StateError(f"not readable JSON: {' '.join(str(e).split())[:160]}") from None
     if not (isinstance(state, dict) and type(state.get("epoch")) is int and state["epoch"] >= 1
-            and isinstance(state.get("model"), str) and "/" not in state["model"]):
-        raise StateError("not a checkpoint state (epoch, model)")
+            and state.get("model") == f"model-{state['epoch']}.keras"):
+        raise StateError("not a checkpoint state (an epoch from 1, and its model-<epoch>.keras)")
     return state
 
 
@@ -162,7 +163,7 @@ def read_state(checkpoint_dir: str | Path) -> dict | None:
     """The newest readable checkpoint state (``state.json``, else the newest
     ``state-<epoch>.json``), or None if there is none."""
     directory = Path(checkpoint_dir)
-    newest_first = sorted(directory.glob("state-*.json"),
+    newest_first = sorted(entries(directory, "state-*.json"),
                           key=lambda p: -int(p.stem[6:]) if p.stem[6:].isdigit() else 0)
     for path in [directory / STATE_FILE, *newest_first]:
         try:

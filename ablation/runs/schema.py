@@ -71,6 +71,7 @@ class Wandb(_Open):
     mode: WandbMode | None = None
     project: StrictStr | None = None
     group: StrictStr | None = None
+    problems: list[StrictStr] | None = None
 
 
 class Record(_Open):

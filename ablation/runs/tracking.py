@@ -22,6 +22,13 @@ line; ``define_metric`` makes ``epoch`` the x axis of every per-epoch metric
 and sets the summaries (``val/top1``: its maximum; test metrics: the final
 value). W&B's own console output (about 30 lines a run) is silenced unless
 ``wandb.verbose=true``; one log line per run says where it is and how to sync it.
+
+W&B writes inside the job's folder: the run under ``wandb/``, its staging
+and cache folders under ``wandb/.data`` and ``wandb/.cache`` (unless the user
+exported ``WANDB_DATA_DIR`` / ``WANDB_CACHE_DIR``), never in a home folder
+that may be read-only or shared. And W&B never fails a job: a call that
+raises (a full disk, a read-only folder, a server error) is one warning, the
+training goes on, and the record's ``wandb.problems`` says what W&B could not do.
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from urllib.parse import urlsplit
 
 from ablation.config.secrets import scrub_text
 from ablation.config.switches import SWITCHES, as_bool, variant_label
-from ablation.runs.files import set_aside
+from ablation.files import entries, make_folder, set_aside
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import exit_code
 
@@ -72,12 +79,25 @@ class Tracker:
 class WandbTracker(Tracker):
     def __init__(self, run, output_dir: Path):
         self.run = run
+        self.problems: list[str] = []  # what W&B could not do, one line each
         self.mode = "offline" if run.offline else "online"
         self.output_dir = Path(output_dir)
         # What the run already holds: steps below this are on the W&B server
         # (a resumed online run); a new or offline run starts at 0.
         self.first_step = int(run.step)
         self.steps_already_there: list[int] = []
+
+    def attempt(self, what: str, call, *args, **kwargs) -> None:
+        """``call(*args, **kwargs)``; should it raise, one warning and a line in
+        :attr:`problems`, and the job goes on."""
+        try:
+            call(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - any W&B failure: the job's numbers stand
+            line = f"{what}: {type(e).__name__}: {' '.join(str(e).split())[:160]}"
+            if not self.problems:
+                log.warning("W&B could not %s; the job goes on (its record says what W&B "
+                            "missed)", line)
+            self.problems.append(line)
 
     def log(self, metrics: Mapping, step: int) -> None:
         if step < self.first_step:
@@ -86,24 +106,27 @@ class WandbTracker(Tracker):
                          self.run.id, self.first_step)
             self.steps_already_there.append(step)
             return
-        self.run.log(dict(metrics), step=step)
+        self.attempt(f"log step {step}", self.run.log, dict(metrics), step=step)
 
     def summarize(self, metrics: Mapping) -> None:
-        self.run.summary.update(dict(metrics))
+        self.attempt("update the summary", self.run.summary.update, dict(metrics))
 
     def table(self, name: str, columns: list[str], rows: list[list], step: int) -> None:
         import wandb
 
-        self.run.log({name: wandb.Table(columns=list(columns), data=rows)}, step=step)
+        self.attempt(f"log the table {name}", lambda: self.run.log(
+            {name: wandb.Table(columns=list(columns), data=rows)}, step=step))
 
     def model(self, path: Path) -> None:
         import wandb
 
-        # named by the run's id: artifact names allow no "+", and run names repeat across sweeps
-        artifact = wandb.Artifact(f"model-{self.run.id}", type="model",
-                                  metadata={"run_name": self.run.name, "group": self.run.group})
-        artifact.add_file(str(path))
-        self.run.log_artifact(artifact)  # offline: uploaded by `wandb sync` with the run
+        def log_model():
+            # named by the run's id: artifact names allow no "+", and run names repeat
+            artifact = wandb.Artifact(f"model-{self.run.id}", type="model", metadata={
+                "run_name": self.run.name, "group": self.run.group})
+            artifact.add_file(str(path))
+            self.run.log_artifact(artifact)  # offline: uploaded by `wandb sync` with the run
+        self.attempt("log the model artifact", log_model)
 
     def info(self) -> dict:
         run_dir = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>
@@ -112,7 +135,8 @@ class WandbTracker(Tracker):
         except ValueError:
             pass
         return {"id": self.run.id, "dir": str(run_dir), "mode": self.mode,
-                "project": self.run.project, "group": self.run.group}
+                "project": self.run.project, "group": self.run.group,
+                **({"problems": list(self.problems)} if self.problems else {})}
 
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -198,8 +222,38 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
     if settings["mode"] == "disabled":
         yield Tracker()
         return
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = make_folder(output_dir)
+    with wandb_folders(output_dir / "wandb"):
+        with _each_run(settings, name=name, config=config, tags=tags, output_dir=output_dir,
+                       run_id=run_id) as tracker:
+            yield tracker
+
+
+@contextlib.contextmanager
+def wandb_folders(folder: Path) -> Iterator[None]:
+    """W&B's data (artifact staging) and cache folders inside ``folder`` for the
+    block, unless the user chose them (``WANDB_DATA_DIR``, ``WANDB_CACHE_DIR``)."""
+    chosen = {name: str(folder / sub) for name, sub in WANDB_FOLDERS.items()
+              if name not in USER_WANDB_FOLDERS}
+    saved = {name: os.environ.get(name) for name in chosen}
+    os.environ.update(chosen)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+WANDB_FOLDERS = {"WANDB_DATA_DIR": ".data", "WANDB_CACHE_DIR": ".cache"}
+USER_WANDB_FOLDERS = frozenset(name for name in WANDB_FOLDERS if name in os.environ)
+
+
+@contextlib.contextmanager
+def _each_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
+              output_dir: Path, run_id: str | None) -> Iterator[Tracker]:
     run = open_run(
         settings["mode"], output_dir,
         project=settings["project"],
@@ -215,13 +269,14 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
         **({"id": run_id, "resume": "allow"} if run_id else {}),
     )
     define_metrics(run)
+    tracker = WandbTracker(run, output_dir)
     # Not ``with run:``: its exit prints the whole traceback on the terminal.
     try:
-        yield WandbTracker(run, output_dir)
+        yield tracker
     except BaseException as e:
         finish_stopped(run, e)
         raise
-    run.finish()
+    tracker.attempt("finish the run", run.finish)
     log.info("%s", where(run))
 
 
@@ -287,7 +342,7 @@ def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,
     killed or failed before its first checkpoint): its record will describe
     only the new run. Returns the folders' new paths.
     """
-    old = sorted(p for p in Path(wandb_dir).glob("offline-run-*")
+    old = sorted(p for p in entries(wandb_dir, "offline-run-*")
                  if run_id is None or p.name.endswith(f"-{run_id}"))
     moved = set_aside(old, target)
     if moved:

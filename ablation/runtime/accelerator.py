@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import Mapping
 
+from ablation.files import atomic_write, make_folder, remove_file
 from ablation.runtime.backend import import_keras
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,9 @@ def _use_compilation_cache(folder: str) -> None:
     """Point JAX's persistent cache at ``folder``, or say why not: JAX itself
     only warns about its first failed read and then compiles every time."""
     try:
-        os.makedirs(folder, exist_ok=True)
-        probe = os.path.join(folder, f".write-test-{os.getpid()}")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
+        probe = os.path.join(make_folder(folder), f".write-test-{os.getpid()}")
+        atomic_write(probe, b"", fsync=False)
+        remove_file(probe)
     except OSError as e:
         log.warning("gpu.compilation_cache=%s cannot be used (%s): compiling every time",
                     folder, e.strerror or e)

@@ -70,10 +70,11 @@ def code_state() -> dict:
 
 def _cpu_model() -> str | None:
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+        from ablation.files import read_text
+
+        for line in read_text("/proc/cpuinfo", 1 << 22, errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.processor() or None

@@ -6,21 +6,21 @@ data cannot be loaded (no network for a download, a truncated archive). Before
 Hydra creates anything, :func:`missing_folders` names which of the folders
 about to be used do not exist yet; the list travels in the sweep context
 (:mod:`ablation.runtime.sweep_context`), so launchers' worker processes see it
-too. When a job refuses its input, :func:`remove_created` removes its folder only if it was on that list, and
-then each listed parent that holds nothing but Hydra's bookkeeping. A
-launcher's workers run jobs side by side, so one job's refusal cannot tidy a
-sibling's folder: the command's own process then calls
-:func:`remove_all_created` once every job has stopped. Nothing that existed
-before the command started is ever removed, nor any folder holding a run's
-output.
+too. When a job refuses its input, :func:`remove_created` removes its folder
+only if it was on that list, and then each listed parent that holds nothing
+but Hydra's bookkeeping. A launcher's workers run jobs side by side, so one
+job's refusal cannot tidy a sibling's folder: the command's own process then
+calls :func:`remove_all_created` once every job has stopped. Nothing that
+existed before the command started is ever removed, nor any folder holding a
+run's output.
 """
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from ablation.files import is_folder, remove_tree, walk
 from ablation.runtime.sweep_context import current
 # What Hydra writes in a sweep folder on its own; a folder holding only these
 # (and empty folders) has nothing of the user's.
@@ -51,12 +51,16 @@ def _noted() -> set[Path]:
     return {Path(p) for p in current().new_folders}
 
 
+def _files_below(folder: Path) -> list[Path]:
+    """Every name below ``folder`` that is not a folder (links and special
+    files included), never looking through a link."""
+    return [Path(base) / name for base, dirs, names in walk(folder)
+            for name in [*names, *(d for d in dirs if not is_folder(Path(base) / d))]]
+
+
 def _only_bookkeeping(folder: Path) -> bool:
-    for path in folder.rglob("*"):
-        if path.is_file() or path.is_symlink():
-            if path.name not in HYDRA_BOOKKEEPING or path.parent != folder:
-                return False
-    return True
+    return all(path.name in HYDRA_BOOKKEEPING and path.parent == folder
+               for path in _files_below(folder))
 
 
 def remove_created(job_folder: str | Path) -> list[Path]:
@@ -65,24 +69,19 @@ def remove_created(job_folder: str | Path) -> list[Path]:
     noted = _noted()
     job_folder = Path(os.path.abspath(job_folder))  # as Hydra's runtime.output_dir is
     removed = []
-    if job_folder in noted and job_folder.is_dir():
-        shutil.rmtree(job_folder)
+    if job_folder in noted and remove_tree(job_folder):
         removed.append(job_folder)
     for parent in job_folder.parents:
-        if parent not in noted or not parent.is_dir():
+        if parent not in noted or not is_folder(parent) or not _only_bookkeeping(parent):
             break
-        if not _only_bookkeeping(parent):
-            break
-        shutil.rmtree(parent)
+        remove_tree(parent)
         removed.append(parent)
     return removed
 
 
 def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None) -> bool:
     """True if every file below ``folder`` is Hydra's or this invocation's bookkeeping."""
-    for path in folder.rglob("*"):
-        if not (path.is_file() or path.is_symlink()):
-            continue
+    for path in _files_below(folder):
         parts = set(path.relative_to(folder).parts[:-1])
         if path.name in JOB_BOOKKEEPING or parts & BOOKKEEPING_DIRS:
             continue
@@ -100,7 +99,7 @@ def remove_all_created() -> list[Path]:
     outcomes_folder = Path(outcomes) if outcomes else None
     removed = []
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
-        if folder.is_dir() and _nothing_of_a_run(folder, outcomes_folder):
-            shutil.rmtree(folder, ignore_errors=True)
+        if is_folder(folder) and _nothing_of_a_run(folder, outcomes_folder):
+            remove_tree(folder)
             removed.append(folder)
     return removed

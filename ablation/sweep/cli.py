@@ -27,7 +27,7 @@ from ablation.config import (ConfigError, Refused, conf_dir, print_refusal,  # n
                              redact_argv, register_resolvers, scrub_text, switches, validate)
 from ablation.config.switches import job_line  # noqa: E402
 from ablation.data import DataError, check_source  # noqa: E402
-from ablation.runs.files import atomic_write  # noqa: E402
+from ablation.files import atomic_write, is_regular, read_text  # noqa: E402
 from ablation.runs.record import RECORD_FILENAME  # noqa: E402
 from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
@@ -42,6 +42,7 @@ from ablation.sweep.usage import print_job_configs, register_help_resolvers  # n
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
 
 CONF_DIR = conf_dir()
+HYDRA_FILE_LIMIT = 1 << 24  # a composed config is a few KiB
 register_resolvers()
 register_help_resolvers()
 log = logging.getLogger("vit-ablation")
@@ -56,10 +57,9 @@ def refuse(error: Exception, output_dir: str) -> Refused:
 
 def scrub_file(path) -> None:
     """Hide secret-looking values in a file Hydra saved (its config and overrides)."""
-    if not os.path.isfile(path):
+    if not is_regular(path):  # absent, or not Hydra's: a link or a FIFO is never opened
         return
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        text = f.read()
+    text = read_text(path, HYDRA_FILE_LIMIT, errors="surrogateescape")
     scrubbed = scrub_text(text)
     if scrubbed != text:
         atomic_write(path, scrubbed.encode("utf-8", errors="surrogateescape"), fsync=False)

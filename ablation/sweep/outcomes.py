@@ -2,21 +2,22 @@
 sweep's exit code its own.
 
 The job folders cannot tell: another sweep into the same folder may have
-written there, or overwritten a failed record with a completed one. So when
-a multirun starts (:class:`ablation.sweep.callbacks.SweepStart`), it names a
-folder for this invocation, ``<sweep>/.sweeps/<time>-<host>-<pid>-<random>/``, and
-passes its path to the jobs in the sweep context
+written there, or overwritten a failed record with a completed one. So when a
+multirun starts (:class:`ablation.sweep.callbacks.SweepStart`), it names a
+folder for this invocation, ``<sweep>/.sweeps/<time>-<host>-<pid>-<random>/``,
+and passes its path to the jobs in the sweep context
 (:mod:`ablation.runtime.sweep_context`; Hydra's launchers hand the environment
-to their workers: joblib, submitit, Ray, Slurm). Each job writes one small file there saying what it did
-(``completed``, ``skipped``: already completed, ``busy``: another process held
-it, ``failed``); at the end the sweep reads them back and removes the folder.
-One file per job, written atomically: no two processes ever write the same
-file. The folder is made by the first job that reports, so input refused
-before (or by) a job leaves none behind. A sweep killed outright (``kill -9``)
-cannot remove its folder: the next sweep into that folder, at its start and
-its end, removes those of this host whose process is gone
-(:func:`remove_stale`), never a live one's or another host's. When the sweep
-ends, :func:`tally` lists the failed and the busy jobs (:func:`summary`).
+to their workers: joblib, submitit, Ray, Slurm). Each job writes one small
+file there saying what it did (``completed``, ``skipped``: already completed,
+``busy``: another process held it, ``failed``); at the end the sweep reads
+them back and removes the folder. One file per job, written atomically: no two
+processes ever write the same file. The folder is made by the first job that
+reports, so input refused before (or by) a job leaves none behind. A sweep
+killed outright (``kill -9``) cannot remove its folder: the next sweep into
+that folder, at its start and its end, removes those of this host whose
+process is gone (:func:`remove_stale`), never a live one's or another host's.
+When the sweep ends, :func:`tally` lists the failed and the busy jobs
+(:func:`summary`).
 """
 from __future__ import annotations
 
@@ -25,18 +26,19 @@ import logging
 import os
 import re
 import secrets
-import shutil
 import socket
 from datetime import datetime
 from pathlib import Path
 
-from ablation.runs.files import atomic_write
+from ablation.files import (atomic_write, entries, is_folder, make_folder, read_text,
+                            remove_empty_folder, remove_tree)
 from ablation.runs.record import RECORD_FILENAME, RecordError, find_records, read_record
 from ablation.runtime.sweep_context import current
 
 log = logging.getLogger(__name__)
 
 SWEEPS_DIR = ".sweeps"  # hidden: the reporter does not look inside
+OUTCOME_LIMIT = 1 << 20  # one job's outcome file: a line of JSON
 STATUSES = ("completed", "skipped", "busy", "failed", "interrupted")
 
 
@@ -63,16 +65,13 @@ def remove_stale(sweep_dir: str | Path) -> list[Path]:
     live ones are never touched; a reused pid only keeps a stale one."""
     removed = []
     sweeps = Path(sweep_dir) / SWEEPS_DIR
-    for folder in sweeps.iterdir() if sweeps.is_dir() else ():
+    for folder in entries(sweeps):
         match = _NAME.match(folder.name)
-        if (match and folder.is_dir() and match["host"] == _host()
+        if (match and is_folder(folder) and match["host"] == _host()
                 and int(match["pid"]) != os.getpid() and not _alive(int(match["pid"]))):
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             removed.append(folder)
-    try:
-        sweeps.rmdir()
-    except OSError:
-        pass
+    remove_empty_folder(sweeps)
     return removed
 
 
@@ -90,7 +89,7 @@ def report(job_folder: str | Path, status: str, detail: str | None = None) -> No
     folder = current().outcomes
     if not folder:  # a single run
         return
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     job_folder = Path(job_folder).resolve()
     text = json.dumps({"folder": str(job_folder), "status": status, "detail": detail})
     atomic_write(Path(folder) / f"{job_folder.name}.json", text, fsync=False)
@@ -99,9 +98,9 @@ def report(job_folder: str | Path, status: str, detail: str | None = None) -> No
 def collect(folder: str | Path) -> dict[Path, dict]:
     """The outcomes this invocation's jobs reported, by job folder."""
     done = {}
-    for path in Path(folder).glob("*.json"):
+    for path in entries(folder, "*.json"):
         try:
-            outcome = json.loads(path.read_text())
+            outcome = json.loads(read_text(path, OUTCOME_LIMIT))
             done[Path(outcome["folder"])] = outcome
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -112,7 +111,7 @@ def finish(folder: str | Path) -> None:
     """Remove the invocation's folder, those of killed invocations, and
     ``.sweeps`` once empty."""
     folder = Path(folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder)
     remove_stale(folder.parent.parent)  # also removes .sweeps once empty
 
 

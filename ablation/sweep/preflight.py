@@ -214,7 +214,7 @@ def check_paths(job: dict, folder: Path) -> None:
     job or sweep folder that is or passes through a link, a planted link where
     the suite writes a file."""
     from ablation.config import ConfigError
-    from ablation.runs.files import UnsafeFile, check_no_links, check_results_dir
+    from ablation.files import UnsafeFile, check_no_links, check_results_dir
 
     try:
         root = check_results_dir(job.get("results_dir"))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Callable
 
 from ablation.config import conf_dir
+from ablation.files import discard_output, read_text
 
 WIDTH = 100  # columns of the help page
 # A sentence ends at ". " before a capital, not inside "e.g. X" or "i.e. X".
@@ -33,7 +33,7 @@ def header_summary(path: Path) -> str:
     """The first sentence of a YAML file's leading comment (Hydra's ``@package``
     line and indented example lines left out), or ``""`` when it has none."""
     lines = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    for raw in read_text(path, 1 << 20).splitlines():
         if not raw.startswith("#"):
             break
         text = raw[1:]
@@ -151,5 +151,5 @@ def print_job_configs(args: list[str], show: Callable[[list[str]], None],
                              f"{' '.join(overrides) or '(no overrides)'}\n{text}")
         sys.stdout.flush()
     except BrokenPipeError:  # piped into head or less, which has quit: nothing more to show
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        discard_output(sys.stdout.fileno())
         raise SystemExit(0) from None

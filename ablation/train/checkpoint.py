@@ -25,7 +25,6 @@ import json
 import logging
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +37,9 @@ import ablation.model  # noqa: F401
 import ablation.train.optimizer  # noqa: F401
 import ablation.train.schedules  # noqa: F401
 from ablation.data.formats import one_line
-from ablation.runs.files import (atomic_write, fsync_path, replaced_folder, set_aside,
-                                 temporary_beside)
+from ablation.files import (UnsafeFile, atomic_write, entries, fsync_path, is_regular,
+                            make_folder, remove_file, remove_tree, replaced_folder, save_with,
+                            set_aside)
 from ablation.runs.record import STATE_FILE, StateError, read_state_file
 from ablation.train.epoch_metrics import EpochMetrics
 
@@ -74,13 +74,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is None or not math.isfinite(float(loss)):
             return  # never checkpoint diverged weights: a rerun resumes from the last good epoch
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_folder(self.directory)
         number = epoch + 1
-        model_file = self.directory / f"model-{number}.keras"
-        with temporary_beside(self.directory, f".tmp-model-{number}-", ".keras") as tmp:
-            self.model.save(tmp)
-            fsync_path(tmp)
-            os.replace(tmp, model_file)
+        model_file = save_with(self.directory / f"model-{number}.keras", self.model.save)
         state = {"epoch": number, "model": model_file.name, **self.metrics.state(),
                  "seed_states": [keras.ops.convert_to_numpy(v).tolist()
                                  for v in seed_states(self.model)], **self.extra}
@@ -88,9 +84,9 @@ class EpochCheckpoint(keras.callbacks.Callback):
         atomic_write(self.directory / f"state-{number}.json", text)
         atomic_write(self.directory / STATE_FILE, text)
         fsync_path(self.directory)  # the renames themselves
-        for old in self.directory.glob("*-*.*"):
+        for old in entries(self.directory, "*-*.*"):
             if _epoch_of(old) is not None and _epoch_of(old) < number - 1:
-                old.unlink(missing_ok=True)
+                remove_file(old)
 
 
 def _epoch_of(path: Path) -> int | None:
@@ -105,28 +101,33 @@ def _set_aside(directory: Path, files: list[Path], why: str, then: str) -> None:
     log.warning("%s: set aside in %s; %s", why, target, then)
 
 
-def load_checkpoint(directory: str | Path, seed: int) -> Checkpoint | None:
+def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
+                    ) -> Checkpoint | None:
     """The newest checkpoint that loads: the model (compiled, with its optimizer
     and random-generator states) and state; None if there is none.
 
-    Damaged files are set aside with one line each (see the module's docstring).
+    Damaged files are set aside with one line each (see the module's docstring),
+    and so is a state that cannot be this run's: past its ``epochs``, or with
+    a history of another length than its epoch.
     ``seed`` makes what is not in the checkpoint (the data order from here on)
     reproducible."""
     directory = Path(directory)
-    states, damaged = checkpoint_states(directory)
+    states, damaged = checkpoint_states(directory, epochs)
     for path, reason in damaged:
         _set_aside(directory, [path], f"{directory.name}/{path.name} is unreadable ({reason})",
                    "the other checkpoint files are used")
     for n, state in enumerate(states):
         model_file = directory / str(state.get("model", ""))
         try:
+            if not is_regular(model_file):  # a link is never loaded: it may point anywhere
+                raise UnsafeFile(f"{model_file.name} is not a regular file")
             keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
             model = keras.saving.load_model(model_file)
         except Exception as e:  # noqa: BLE001 - any reason a saved model does not load
             older = states[n + 1:]
             then = (f"resuming from epoch {older[0]['epoch']}" if older
                     else "no complete checkpoint is left: the job starts over")
-            files = [model_file, *directory.glob(f"state-{state['epoch']}.json")]
+            files = [model_file, *entries(directory, f"state-{state['epoch']}.json")]
             if n == 0:
                 files.append(directory / STATE_FILE)
             _set_aside(directory, [f for f in files if f.name != ""],
@@ -140,18 +141,26 @@ def load_checkpoint(directory: str | Path, seed: int) -> Checkpoint | None:
     return None
 
 
-def checkpoint_states(directory: Path) -> tuple[list[dict], list[tuple[Path, str]]]:
+def checkpoint_states(directory: Path, epochs: int | None = None
+                      ) -> tuple[list[dict], list[tuple[Path, str]]]:
     """The readable states in ``directory``, newest first (one per epoch), and the
-    unreadable state files with the reason."""
+    unreadable or impossible state files with the reason."""
     by_epoch, damaged = {}, []
-    files = [directory / STATE_FILE, *sorted(directory.glob("state-*.json"), key=_sort_key)]
+    files = [directory / STATE_FILE, *sorted(entries(directory, "state-*.json"), key=_sort_key)]
     for path in files:
-        if not path.is_file():
+        if not os.path.lexists(path):
             continue
         try:
             state = read_state_file(path)
         except StateError as e:
             damaged.append((path, str(e)))
+            continue
+        history = state.get("history")
+        if epochs is not None and state["epoch"] > epochs:
+            damaged.append((path, f"it claims epoch {state['epoch']} of a {epochs}-epoch run"))
+            continue
+        if not isinstance(history, list) or len(history) != state["epoch"]:
+            damaged.append((path, f"its history does not hold its {state['epoch']} epoch(s)"))
             continue
         by_epoch.setdefault(int(state["epoch"]), state)
     return [by_epoch[k] for k in sorted(by_epoch, reverse=True)], damaged
@@ -162,4 +171,4 @@ def _sort_key(path: Path) -> int:
 
 
 def remove(directory: str | Path) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
+    remove_tree(directory)

@@ -38,7 +38,7 @@ from keras import ops
 
 from ablation.data.batches import padded_chunks
 from ablation.model.layers import TransformerBlock
-from ablation.runs.files import atomic_write
+from ablation.files import atomic_write, make_folder
 from ablation.runs.record import ATTENTION_MAPS_FILE
 
 QUANTITIES = ("entropy", "normalized_entropy", "mean_distance_px", "self_attention")
@@ -261,7 +261,7 @@ def save_maps(path: Path, measured: Mapping, images: np.ndarray, indices: np.nda
     """A small compressed .npz: the images, and per kept block their centre-patch maps."""
     order = sorted(measured["maps"])
     geometry = measured["geometry"]
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     buffer = io.BytesIO()
     np.savez_compressed(
         buffer, images=np.asarray(images), probe_indices=np.asarray(indices),

@@ -1,0 +1,153 @@
+"""The one door to the file system (``ablation/files.py``): nothing else in the
+package touches a file, and the door follows no link and waits on no FIFO."""
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+from ablation import files
+from ablation.files import UnsafeFile
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ablation"
+DOOR = PACKAGE / "files.py"
+
+# Calls that open, write, move, remove or make a file or folder.
+BUILTINS = {"open"}
+MODULE_CALLS = {
+    "os": {"open", "rename", "renames", "replace", "remove", "unlink", "rmdir", "removedirs",
+           "makedirs", "mkdir", "mkfifo", "symlink", "link", "truncate", "walk"},
+    "shutil": {"rmtree", "move", "copy", "copy2", "copyfile", "copytree"},
+    "np": {"load", "save", "savez", "savez_compressed", "fromfile"},
+    "numpy": {"load", "save", "savez", "savez_compressed", "fromfile"},
+    "pickle": {"load", "loads"},
+    "tarfile": {"open"},
+}
+METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "unlink", "rename",
+           "mkdir", "rmdir", "touch", "symlink_to", "hardlink_to", "savefig", "rglob"}
+# Writers that may fill an in-memory buffer (the door then writes its bytes),
+# and NumPy's reader on a file object the door opened, never unpickling.
+TO_BUFFER = {"savefig", "save", "savez", "savez_compressed"}
+
+
+def harmless(node: ast.Call, name: str) -> bool:
+    first = node.args[0] if node.args else None
+    if name in TO_BUFFER:
+        return isinstance(first, ast.Name) and first.id.endswith("buffer")
+    if name == "load":
+        return isinstance(first, ast.Name) and any(
+            k.arg == "allow_pickle" and isinstance(k.value, ast.Constant)
+            and k.value.value is False for k in node.keywords)
+    return False
+
+
+def file_effects(path: Path) -> list[str]:
+    """``line: call`` for every direct file effect in the module at ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in {"savefig", "load", *TO_BUFFER} \
+                and harmless(node, f.attr):
+            continue
+        if isinstance(f, ast.Name) and f.id in BUILTINS:
+            found.append(f"{node.lineno}: {f.id}()")
+        elif isinstance(f, ast.Attribute):
+            owner = f.value.id if isinstance(f.value, ast.Name) else None
+            if owner in MODULE_CALLS and f.attr in MODULE_CALLS[owner]:
+                found.append(f"{node.lineno}: {owner}.{f.attr}()")
+            elif owner not in MODULE_CALLS and f.attr in METHODS:
+                found.append(f"{node.lineno}: .{f.attr}()")
+    return found
+
+
+def test_no_module_but_the_door_touches_a_file():
+    offenders = {str(p.relative_to(PACKAGE)): calls for p in sorted(PACKAGE.rglob("*.py"))
+                 if p != DOOR and (calls := file_effects(p))}
+    assert offenders == {}, "file effects outside ablation/files.py: " + repr(offenders)
+
+
+def test_the_structural_check_sees_each_kind_of_call(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os, shutil\nimport numpy as np\n"
+                      "open('x')\nos.replace('a', 'b')\nshutil.rmtree('d')\n"
+                      "np.load('f')\nPath('p').write_text('t')\nfig.savefig('x.png')\n"
+                      "'text'.replace('a', 'b')\nfig.savefig(buffer)\n"
+                      "np.load(f, allow_pickle=False)\nnp.load(f)\n")
+    assert [c.split(": ")[1] for c in file_effects(module)] == [
+        "open()", "os.replace()", "shutil.rmtree()", "np.load()", ".write_text()",
+        ".savefig()", "np.load()"]
+
+
+# --- the door's policy ----------------------------------------------------------
+
+
+def test_reading_refuses_links_fifos_and_oversized_files_without_blocking(tmp_path):
+    target = tmp_path / "target.json"
+    target.write_text("{}")
+    (tmp_path / "link.json").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo.json")  # opened blocking, this would wait forever
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.read_bytes(tmp_path / "link.json", 100)
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        files.read_bytes(tmp_path / "fifo.json", 100)
+    with pytest.raises(UnsafeFile, match="more than the 1 a file"):
+        files.read_bytes(target, 1)
+    assert files.read_text(target, 100) == "{}"
+
+
+def test_writing_never_goes_through_a_link(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine")
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "run.json").symlink_to(outside / "precious.txt")
+    files.atomic_write(results / "run.json", "new")  # the link is replaced, not followed
+    assert (outside / "precious.txt").read_text() == "mine"
+    assert not (results / "run.json").is_symlink() and (results / "run.json").read_text() == "new"
+    (results / "job").symlink_to(outside)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.atomic_write(results / "job" / "run.json", "x")
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.make_folder(results / "job")
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.save_with(results / "job" / "top1.png", lambda p: Path(p).write_bytes(b"png"))
+    assert sorted(p.name for p in outside.iterdir()) == ["precious.txt"]
+
+
+def test_setting_aside_and_removing_never_follow_a_link(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").mkdir()
+    (outside / "keep" / "data.txt").write_text("mine")
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "comparison.md").write_text("old")
+    (folder / ".replaced").symlink_to(outside)  # planted: setting aside would move into it
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.set_aside([folder / "comparison.md"], files.replaced_folder(folder))
+    assert (folder / "comparison.md").read_text() == "old"
+    (folder / "linked").symlink_to(outside / "keep")
+    assert files.remove_tree(folder / "linked") is False  # a link: not ours to remove
+    inner = folder / "inner"
+    inner.mkdir()
+    (inner / "to-keep").symlink_to(outside / "keep")
+    assert files.remove_tree(inner) is True
+    assert (outside / "keep" / "data.txt").read_text() == "mine"
+    assert files.entries(folder, "*.md") == [folder / "comparison.md"]
+    assert files.entries(folder / "linked") == []  # never listed through a link
+
+
+def test_the_lock_file_is_never_a_link_or_a_fifo(tmp_path):
+    (tmp_path / "elsewhere").write_text("x")
+    (tmp_path / ".lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        files.open_lock(tmp_path / ".lock")
+    os.mkfifo(tmp_path / ".report.lock")
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        files.open_lock(tmp_path / ".report.lock")
+    assert (tmp_path / "elsewhere").read_text() == "x"
