@@ -17,9 +17,10 @@ from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
 ARGS = ["lsa=false", "spt=false", "wandb.mode=offline"]
 
 
-def _stop_after_epoch(args, job, epoch, signum):
-    """Start the command, send ``signum`` once ``job``'s checkpoint holds ``epoch``;
-    its exit status, stdout and stderr."""
+def _stop_after_epoch(args, job, epoch, signum, times=1):
+    """Start the command, send ``signum`` (``times`` times, as a user pressing
+    Ctrl-C again) once ``job``'s checkpoint holds ``epoch``; its exit status,
+    stdout and stderr."""
     proc = subprocess.Popen([sys.executable, "run_sweep.py", *args], cwd=ROOT, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -32,7 +33,9 @@ def _stop_after_epoch(args, job, epoch, signum):
             pass
         assert proc.poll() is None, "the job ended before it could be stopped"
         time.sleep(0.05)
-    proc.send_signal(signum)
+    for n in range(times):
+        time.sleep(0.3 * bool(n))
+        proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, out, err
 
@@ -61,9 +64,10 @@ def test_sigterm_and_ctrl_c_stop_with_one_line_and_the_rerun_resumes(tmp_path, w
                             capture_output=True, text=True, check=True).stdout
     assert any(json.loads(x).get("type") == "preempting" for x in stream.splitlines() if x)
 
-    code, out, err = _stop_after_epoch(args, job, stopped_at + 1, signal.SIGINT)
+    code, out, err = _stop_after_epoch(args, job, stopped_at + 1, signal.SIGINT, times=2)
     assert code == 128 + signal.SIGINT
-    lines = [line for line in err.splitlines() if not line.startswith("wandb:")]
+    lines = [line for line in err.splitlines()
+             if not line.startswith("wandb:") and "received again while stopping" not in line]
     assert len(lines) == 1 and "Traceback" not in err + out, err[-3000:]
     assert lines[0].startswith("vit-s0: interrupted by Ctrl-C after epoch ")
     second = read_record(job / "run.json")
@@ -108,6 +112,24 @@ def test_only_the_first_sigterm_raises():
             time.sleep(0.2)
             raise
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize("later", [signal.SIGINT, signal.SIGTERM])
+def test_after_ctrl_c_any_later_stop_is_ignored_during_the_clean_up(later):
+    """Ctrl-C pressed twice (or a SIGTERM after it) must not break the clean-up
+    that writes the ``interrupted`` record: the first stop is the one raised."""
+    cleaned = False
+    with pytest.raises(KeyboardInterrupt) as stop, interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), later)  # during the clean-up: ignored
+            time.sleep(0.2)
+            cleaned = True
+            raise
+    assert cleaned and not isinstance(stop.value, Interrupted)
+    assert exit_code(stop.value) == 130
 
 
 def test_slurm_preset_requeues_timed_out_jobs():

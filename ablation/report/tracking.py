@@ -31,22 +31,37 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
     """
     if settings.get("mode", "offline") == "disabled":
         return None
-    import wandb
 
     from ablation.report.generation import report_replaced_folder
-    from ablation.runs.tracking import console_settings, open_run, set_aside_offline_runs, where
+    from ablation.runs.tracking import (console_settings, open_run, set_aside_offline_runs,
+                                        wandb_folders)
 
     directory = Path(directory)
     run_id = report_run_id(group, directory)
     set_aside_offline_runs(directory / "wandb", run_id,
                            report_replaced_folder(directory) / "wandb")
-    run = open_run(settings["mode"], directory,
-                   project=settings.get("project") or "vit-ablation",
-                   entity=settings.get("entity"), group=group, job_type="report",
-                   name=f"report-{group}" if group else "report",
-                   id=run_id, resume="allow",
-                   dir=str(directory), reinit="finish_previous",
-                   config={"source": str(directory)}, settings=console_settings(settings))
+    with wandb_folders(directory / "wandb"):
+        run = open_run(settings["mode"], directory,
+                       project=settings.get("project") or "vit-ablation",
+                       entity=settings.get("entity"), group=group, job_type="report",
+                       name=f"report-{group}" if group else "report",
+                       id=run_id, resume="allow",
+                       dir=str(directory), reinit="finish_previous",
+                       # a variant of its own: a view grouped by variant gains no empty group
+                       config={"source": str(directory), "variant": REPORT_VARIANT},
+                       settings=console_settings(settings))
+        return _log(run, table, effects, images, directory)
+
+
+REPORT_VARIANT = "report"
+
+
+def _log(run, table, effects, images, directory: Path) -> dict:
+    """The tables, plots and per-variant summaries into the report's W&B ``run``."""
+    import wandb
+
+    from ablation.runs.tracking import where
+
     with run:
         payload = {"comparison": wandb.Table(dataframe=_plain(table))}
         if not effects.empty:

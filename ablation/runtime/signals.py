@@ -18,8 +18,10 @@ inside the block (unless SIGINT is ignored, as for a background job).
 
 A handler already installed in Python (submitit's, which requeues the Slurm
 job) runs first; its ``SystemExit`` is replaced by :class:`Interrupted`, so the
-job still writes its record before the process ends. Only the first signal
-raises: a second one during the clean-up is noted and ignored (the scheduler's
+job still writes its record before the process ends. Only the first stop
+raises: any later one, Ctrl-C included (pressed twice, or a SIGTERM after
+it), during the clean-up is noted and ignored, so the record still says
+``interrupted`` and the exit status is the first stop's (the scheduler's
 SIGKILL follows its grace time anyway).
 """
 from __future__ import annotations
@@ -83,8 +85,12 @@ def interruptible() -> Iterator[None]:
     def handler(signum, frame):
         nonlocal raised
         global _pending
+        if raised:
+            log.warning("%s received again while stopping: ignored",
+                        "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
+            return
         if signum == signal.SIGINT:
-            _pending = _pending or signum
+            raised, _pending = True, signum
             raise KeyboardInterrupt
         earlier = previous.get(signum)
         if callable(earlier):
@@ -92,9 +98,6 @@ def interruptible() -> Iterator[None]:
                 earlier(signum, frame)
             except (SystemExit, Exception) as e:  # submitit requeues, then exits
                 log.debug("the launcher's %s handler ended with %r", signal.Signals(signum).name, e)
-        if raised:
-            log.warning("%s received again while stopping: ignored", signal.Signals(signum).name)
-            return
         raised = True
         _pending = signum
         raise Interrupted(signum)

@@ -195,6 +195,9 @@ def main() -> None:
         print_refusal(e.message)
         remove_all_created()
         sys.exit(2)
+    finally:  # a sweep stopped before SweepEnd: its outcome folder goes all the same
+        if folder := current().outcomes:
+            outcomes.finish(folder)
 
 
 if __name__ == "__main__":
