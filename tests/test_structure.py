@@ -13,9 +13,11 @@ from ablation.config import compose, folder_suffix
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ablation"
 # The flow of a run, lowest first: a subpackage imports only those before it.
-LAYERS = ["config", "runtime", "runs", "augment", "model", "data", "train", "job", "report",
-          "sweep", "bench"]
-MAX_LINES = 300
+# Below them all, the one door to the file system (ablation/files.py).
+LAYERS = ["files", "config", "runtime", "runs", "augment", "model", "data", "train", "job",
+          "report", "sweep", "bench"]
+# A soft prompt, not a rule: a module past it says in its docstring why it is one module.
+MAX_LINES = 400
 
 
 def imported_subpackages(path: Path) -> set[str]:
@@ -34,16 +36,16 @@ def imported_subpackages(path: Path) -> set[str]:
 
 def test_every_subpackage_is_in_the_layer_order():
     subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
-    assert subpackages == set(LAYERS) | {"report"}  # report is a layer too
-    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py"], \
-        "every module belongs to a subpackage"
+    assert subpackages == set(LAYERS) - {"files"}
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "files.py"], \
+        "every module but the file door belongs to a subpackage"
 
 
 def test_imports_point_one_way():
     """No subpackage imports one later in the flow: no circles between stages."""
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        here = path.relative_to(PACKAGE).parts[0]
+        here = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
         if here not in LAYERS:
             continue
         for other in imported_subpackages(path) - {here}:
