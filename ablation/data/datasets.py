@@ -15,8 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.data.formats import DataError, one_line, read_cifar, read_idx_folder
-from ablation.data.images import class_folders, read_image_tree, shown
+from ablation.data import files
+from ablation.data.files import shown
+from ablation.data.formats import (DataError, cifar_folder_files, idx_files, one_line, read_cifar,
+                                   read_idx_folder)
+from ablation.data.images import image_folder_files, image_folder_layout, read_image_tree
 
 
 @dataclass
@@ -73,7 +76,7 @@ def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
     """MNIST or Fashion-MNIST: ``dataset.path``, then ``search_paths``, then download."""
     candidates = [cfg.get("path")] if cfg.get("path") else list(cfg.get("search_paths") or [])
     for folder in candidates:
-        if Path(folder).is_dir():
+        if files.kind(Path(folder)) == "folder":
             x_train, y_train, x_test, y_test = read_idx_folder(folder)
             break
         if cfg.get("path"):
@@ -112,12 +115,9 @@ def load_image_folder(cfg: Mapping) -> tuple:
     if not cfg.get("path"):
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     root = Path(cfg["path"])
-    if not root.is_dir():
+    if files.kind(root) != "folder":
         raise DataError(f"dataset.path={shown(root)} is not a folder")
-    train_root = root / "train" if (root / "train").is_dir() else root
-    test_root = next((root / s for s in ("test", "val") if (root / s).is_dir()), None)
-    folders = [p.name for p in class_folders(train_root)
-               if p.name not in ("train", "test", "val")]
+    train_root, test_root, folders = image_folder_layout(root)
     if not folders:
         raise DataError(f"dataset.path={shown(root)} has no class folders")
     classes = [shown(name) for name in folders]  # names that any log or record can hold
@@ -179,8 +179,45 @@ def check_source(cfg: Mapping) -> None:
                             f"(see conf/dataset/synthetic_cifar100.yaml)")
     if name == "image_folder" and not path:
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
-    if path and not Path(path).exists():
-        raise DataError(f"dataset.path={path} does not exist")
+    if path:
+        what = files.kind(Path(path))
+        if what == "missing":
+            raise DataError(f"dataset.path={shown(path)} does not exist")
+        if what == "special":  # /dev/zero, a FIFO: never opened, never waited on
+            raise DataError(f"dataset.path={shown(path)} is {files.describe(Path(path))}, not a "
+                            f"data file or folder: point it at the archive or folder")
+
+
+def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
+    """What the loader of ``cfg`` reads from disk, by the loaders' own listings:
+    (the file or folder it reads, the files it opens there, in order; a file
+    alone is its own list), or None for data read from no file of the user's
+    (a download, data shipped with a library, synthetic data). The data
+    fingerprint hashes exactly these files (:mod:`ablation.data.fingerprint`).
+    A file the loader would refuse (missing, not regular) is left for the
+    loader to name, or refused here in one line."""
+    name = cfg["name"]
+    if name in ("mnist", "fashion_mnist"):
+        candidates = [cfg.get("path")] if cfg.get("path") else list(cfg.get("search_paths") or [])
+        source = next((Path(f) for f in candidates if files.kind(Path(f)) == "folder"), None)
+        if source is None and cfg.get("path"):
+            source = Path(cfg["path"])
+    else:
+        source = Path(cfg["path"]) if name in ("cifar10", "cifar100", "image_folder") \
+            and cfg.get("path") else None
+    if source is None:
+        return None
+    what = files.kind(source)
+    if what == "special":
+        check_source(cfg)  # the one-line refusal
+    if what != "folder":
+        return source, [source]
+    if name == "image_folder":
+        return source, image_folder_files(source)
+    if name in ("cifar10", "cifar100"):
+        return source, [f for f in cifar_folder_files(source, fine=name == "cifar100")
+                        if files.kind(f) != "missing"]
+    return source, idx_files(source)
 
 
 LOADERS: dict[str, Callable[[Mapping], tuple]] = {

@@ -1,12 +1,17 @@
 """What a run was trained on, as a short digest: part of the run's identity.
 
 ``dataset.path`` names a place, not the data: a folder can be swapped for
-another between a kill and the rerun. The fingerprint is taken from what is
-read: an archive or file's SHA-256; a folder's sorted relative file names
-with each file's SHA-256 (an image folder's classes and images: a fraction of
-what decoding them costs, once per process); for data that
-ships with a library or is downloaded by name, the name and the library's
-version. Resume, skip and the report compare it (:func:`check_same_data`).
+another between a kill and the rerun. The fingerprint is taken from exactly
+what the loader reads, listed by the loader's own walk
+(:func:`ablation.data.datasets.source_files`): an archive or file's SHA-256; for
+a folder, the sorted relative names of the files the loader opens with each
+one's SHA-256 (an image folder's images, links followed as the loader follows
+them, so re-pointing a linked class folder changes it; a CIFAR folder's batches;
+the four IDX files). Files the loader leaves out (hidden, not images, FIFOs
+and devices) are left out here too. For data that ships with a library or is
+downloaded by name: the name and the library's version. Resume, skip and the
+report compare it (:func:`check_same_data`). A digest is reused within a
+process while every file it covers keeps its size and modification time.
 """
 from __future__ import annotations
 
@@ -18,67 +23,62 @@ from pathlib import Path
 _CACHE: dict[tuple, dict] = {}
 
 
-def _file_digest(path: Path) -> str:
+def _folder_digest(source: Path, paths: list[Path]) -> str:
+    """SHA-256 over each file's name relative to ``source`` and content, in sorted order."""
+    from ablation.data.files import file_digest
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for rel, path in sorted((os.fsencode(p.relative_to(source)), p) for p in paths):
+        h.update(rel + b"\0" + file_digest(path).encode() + b"\n")
     return h.hexdigest()
 
 
-def _folder_digest(folder: Path) -> tuple[str, int]:
-    """SHA-256 over every regular file's relative name and content, in sorted
-    order; links are not followed (the loaders do not follow them either)."""
-    files = []
-    for root, dirs, names in os.walk(folder):
-        dirs.sort()
-        for name in names:
-            path = Path(root) / name
-            if not path.is_symlink() and path.is_file():
-                files.append((os.fsencode(path.relative_to(folder)), path))
-    h = hashlib.sha256()
-    for rel, path in sorted(files):
-        h.update(rel + b"\0" + _file_digest(path).encode() + b"\n")
-    return h.hexdigest(), len(files)
+def _library_fingerprint(cfg: Mapping) -> dict:
+    if cfg["name"] == "synthetic":  # what is drawn, and with which generator
+        import numpy as np
 
+        text = (f"numpy {np.__version__} synthetic {cfg['train_size']}+{cfg['test_size']} "
+                f"{cfg['image_size']}x{cfg['image_size']}x{cfg['channels']} "
+                f"{cfg['num_classes']} classes, seed {cfg.get('split_seed', 0)}")
+    elif cfg["name"] == "digits":
+        import sklearn
 
-def _source(cfg: Mapping) -> Path | None:
-    """The file or folder a dataset config reads, if it reads one."""
-    if cfg.get("path"):
-        return Path(cfg["path"])
-    for folder in cfg.get("search_paths") or []:
-        if Path(folder).is_dir():
-            return Path(folder)
-    return None
+        text = f"scikit-learn {sklearn.__version__} load_digits"
+    else:
+        text = f"keras.datasets {cfg['name']}"
+    return {"fingerprint": "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+            "source": text}
 
 
 def data_fingerprint(cfg: Mapping) -> dict:
-    """``{"fingerprint": "sha256:<hex>", "source": "<what was read>"}`` for a dataset config."""
-    source = _source(cfg)
-    if source is None:
-        if cfg["name"] == "synthetic":  # what is drawn, and with which generator
-            import numpy as np
+    """``{"fingerprint": "sha256:<hex>", "source": "<what was read>"}`` for a dataset config.
 
-            text = (f"numpy {np.__version__} synthetic {cfg['train_size']}+{cfg['test_size']} "
-                    f"{cfg['image_size']}x{cfg['image_size']}x{cfg['channels']} "
-                    f"{cfg['num_classes']} classes, seed {cfg.get('split_seed', 0)}")
-        elif cfg["name"] == "digits":
-            import sklearn
+    A file that cannot be read (not a regular file, over the cap, gone) is a
+    :class:`~ablation.data.formats.DataError` in one line, never a wait."""
+    from ablation.data import files
+    from ablation.data.datasets import source_files
+    from ablation.data.files import shown
+    from ablation.data.formats import DataError, one_line
 
-            text = f"scikit-learn {sklearn.__version__} load_digits"
-        else:
-            text = f"keras.datasets {cfg['name']}"
-        return {"fingerprint": "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
-                "source": text}
-    info = source.stat()
-    key = (str(source.resolve()), info.st_size, info.st_mtime_ns)
-    if key not in _CACHE:
-        if source.is_dir():
-            digest, files = _folder_digest(source)
-            shown = f"{source} ({files} files)"
-        else:
-            digest, shown = _file_digest(source), str(source)
-        _CACHE[key] = {"fingerprint": f"sha256:{digest}", "source": shown}
+    read = source_files(cfg)
+    if read is None:
+        return _library_fingerprint(cfg)
+    source, paths = read
+    folder = files.kind(source) == "folder"
+    try:
+        key = (folder, str(source.resolve()), *sorted(
+            (os.fsencode(p), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
+            for p in paths for s in [os.stat(p)]))
+        if key not in _CACHE:
+            if folder:
+                digest = _folder_digest(source, paths)
+                text = f"{shown(source)} ({len(paths)} files)"
+            else:
+                digest, text = files.file_digest(source), shown(source)
+            _CACHE[key] = {"fingerprint": f"sha256:{digest}", "source": text}
+    except OSError as e:
+        raise DataError(f"dataset.path={shown(source)} cannot be read ({one_line(e)}); point "
+                        f"dataset.path at the data") from None
     return dict(_CACHE[key])
 
 

@@ -9,18 +9,30 @@ take PIL's own path, as before.
 
 Files that cannot be used are skipped and counted by reason in one line:
 unreadable (not an image, truncated), too large (more pixels than
-:data:`MAX_IMAGE_PIXELS`, decompression bombs included), not images (by
-suffix). File names are shown so that any byte sequence can be logged.
+:data:`MAX_IMAGE_PIXELS`, decompression bombs included, or a file over
+:data:`MAX_IMAGE_BYTES`), not regular files (FIFOs, sockets, devices: never
+opened, so a FIFO named like an image cannot stall a run), links to nothing,
+not images (by suffix). File names are shown so that any byte sequence can be
+logged.
+
+What is read is listed once, by :func:`class_files` (the layout by
+:func:`image_folder_layout`): the loader decodes those files and the data
+fingerprint hashes the same ones (:func:`image_folder_files`). Links are
+followed for reading (a class folder or image that is a link reads what it
+points at), so the fingerprint changes when a link is re-pointed.
 """
 from __future__ import annotations
 
 import logging
 import warnings
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ablation.data import files
+from ablation.data.files import shown
 from ablation.data.formats import DataError, one_line
 
 log = logging.getLogger(__name__)
@@ -28,18 +40,84 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm")
 # PIL's own decompression-bomb threshold (about 89 M pixels: 250 MB as RGB).
 MAX_IMAGE_PIXELS = 89_478_485
+# The largest image file opened (an uncompressed image of MAX_IMAGE_PIXELS fits).
+MAX_IMAGE_BYTES = 512 << 20
+NOT_REGULAR = "not regular files (FIFOs, sockets or devices: never opened)"
+NO_TARGET = "links to nothing"
+TOO_BIG_FILE = f"too large (files over {MAX_IMAGE_BYTES >> 20} MiB)"
 # Luma weights (ITU-R 601-2), as PIL's RGB -> L.
 _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
-def shown(path) -> str:
-    """A path as text any log or terminal can take: bytes that are not UTF-8
-    (kept by Python as surrogates) are written as ``\\xNN``."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return files.list_folder(folder)
+    except OSError as e:
+        raise DataError(f"{shown(folder)} cannot be listed ({one_line(e)})") from None
 
 
 def class_folders(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """The class folders of ``root``: its folders, links to folders included."""
+    return [p for p in _entries(root) if files.kind(p) == "folder"]
+
+
+@dataclass
+class ClassFiles:
+    """One class folder's listing: what is opened, what is left out and why."""
+    images: list[Path] = field(default_factory=list)  # opened and decoded, in this order
+    skipped: list[tuple[str, Path]] = field(default_factory=list)  # (reason, file): not opened
+    not_images: Counter = field(default_factory=Counter)  # suffix -> regular non-image files
+
+
+def class_files(folder: Path) -> ClassFiles:
+    """The one listing of a class folder, for the loader and the fingerprint alike.
+
+    Hidden names and nested folders are not read; regular files (links
+    followed) with an image suffix and at most :data:`MAX_IMAGE_BYTES` are;
+    FIFOs, sockets, devices and links to nothing are skipped by reason without
+    being opened."""
+    listing = ClassFiles()
+    if files.kind(folder) != "folder":
+        return listing
+    for entry in _entries(folder):
+        what = files.kind(entry)
+        if what == "folder":
+            continue
+        if what == "special":
+            listing.skipped.append((NOT_REGULAR, entry))
+        elif what == "missing":
+            listing.skipped.append((NO_TARGET, entry))
+        elif entry.suffix.lower() not in IMAGE_SUFFIXES:
+            listing.not_images[entry.suffix.lower() or "(no suffix)"] += 1
+        else:
+            try:
+                too_big = files.size(entry) > MAX_IMAGE_BYTES
+            except OSError:  # gone since the listing
+                listing.skipped.append((NO_TARGET, entry))
+                continue
+            if too_big:
+                listing.skipped.append((TOO_BIG_FILE, entry))
+            else:
+                listing.images.append(entry)
+    return listing
+
+
+def image_folder_layout(root: Path) -> tuple[Path, Path | None, list[str]]:
+    """(train root, test root or None, class folder names) of an image folder:
+    ``root/train`` and ``root/test`` (or ``val``) when there, else ``root``."""
+    train_root = root / "train" if files.kind(root / "train") == "folder" else root
+    test_root = next((root / s for s in ("test", "val") if files.kind(root / s) == "folder"),
+                     None)
+    folders = [p.name for p in class_folders(train_root)
+               if p.name not in ("train", "test", "val")]
+    return train_root, test_root, folders
+
+
+def image_folder_files(root: Path) -> list[Path]:
+    """Every file the image-folder loader opens under ``root``, by the same walk."""
+    train_root, test_root, folders = image_folder_layout(root)
+    return [file for split in (train_root, test_root) if split is not None
+            for name in folders for file in class_files(split / name).images]
 
 
 class TooLarge(Exception):
@@ -85,22 +163,29 @@ def read_image(file: Path, size: int, channels: int) -> np.ndarray:
     """One image as (size, size, channels) float32 in [0, 255]."""
     from PIL import Image
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            image = Image.open(file)
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-            raise TooLarge(str(e)) from None
-    with image:
-        width, height = image.size
-        if width * height > MAX_IMAGE_PIXELS:
-            raise TooLarge(f"{width}x{height} pixels")
-        if image.mode in ("L", "RGB") and channels in (1, 3):  # 8-bit: PIL's own path
-            image = image.convert("L" if channels == 1 else "RGB")
-            image = image.resize((size, size), Image.BILINEAR)
-            return np.asarray(image, dtype=np.float32).reshape(size, size, channels)
-        image.load()
-        return _channels(_resize(pixels(image), size), channels)
+    with files.open_regular(file, MAX_IMAGE_BYTES) as f:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            try:
+                image = Image.open(f)
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+                raise TooLarge(str(e)) from None
+        with image:
+            return _decoded(image, size, channels)
+
+
+def _decoded(image, size: int, channels: int) -> np.ndarray:
+    from PIL import Image
+
+    width, height = image.size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise TooLarge(f"{width}x{height} pixels")
+    if image.mode in ("L", "RGB") and channels in (1, 3):  # 8-bit: PIL's own path
+        image = image.convert("L" if channels == 1 else "RGB")
+        image = image.resize((size, size), Image.BILINEAR)
+        return np.asarray(image, dtype=np.float32).reshape(size, size, channels)
+    image.load()
+    return _channels(_resize(pixels(image), size), channels)
 
 
 def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
@@ -115,17 +200,21 @@ def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
     not_images = Counter()   # suffix -> files skipped for not being images
     for label, name in enumerate(classes):
         folder = root / name
-        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".")) \
-            if folder.is_dir() else []
-        files = [p for p in entries if p.suffix.lower() in IMAGE_SUFFIXES]
-        not_images.update(p.suffix.lower() or "(no suffix)" for p in entries
-                          if p.is_file() and p.suffix.lower() not in IMAGE_SUFFIXES)
+        listing = class_files(folder)
+        not_images.update(listing.not_images)
+        for reason, file in listing.skipped:
+            skipped[reason] += 1
+            examples.setdefault(reason, []).append(shown(file.relative_to(root)))
         count = 0
-        for file in files:
+        for file in listing.images:
             try:
                 images.append(read_image(file, size, channels))
             except TooLarge:
                 reason = f"too large (over {MAX_IMAGE_PIXELS:,} pixels)"
+            except files.NotAFile:  # it changed since the listing
+                reason = NOT_REGULAR
+            except files.TooBig:
+                reason = TOO_BIG_FILE
             except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as e:
                 reason = "unreadable"
                 log.debug("unreadable image %s: %s", shown(file), one_line(e))
@@ -135,10 +224,11 @@ def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
                 continue
             skipped[reason] += 1
             examples.setdefault(reason, []).append(shown(file.relative_to(root)))
-        if folder.is_dir() and count == 0:
+        is_folder = files.kind(folder) == "folder"
+        if is_folder and count == 0:
             raise DataError(f"class folder {shown(folder)} has no readable images "
                             f"({', '.join(IMAGE_SUFFIXES)})")
-        if folder.is_dir() and count < minimum:
+        if is_folder and count < minimum:
             raise DataError(
                 f"class {shown(name)!r} in {shown(root)} has {count} usable image(s): each class "
                 f"needs at least {minimum} (to train and to test on); add images or remove "
