@@ -68,13 +68,18 @@ SYNTHETIC_NOTE = ("SYNTHETIC DATA (dataset=synthetic): random images and labels,
                   "only; every accuracy and gap below is chance and means nothing.")
 
 
-def caption(block: pd.DataFrame) -> str:
-    """What the numbers of one block mean."""
+def _as_is(text: str) -> str:
+    return text
+
+
+def caption(block: pd.DataFrame, escape=_as_is) -> str:
+    """What the numbers of one block mean; ``escape`` is applied to what comes from the
+    records (the protocol, the code), for a format whose caption is not escaped whole."""
     protocol = block["protocol"].iloc[0]
     sizes = block["test_images"].dropna()
     tests = int(block["d_top1_p"].notna().sum()) if "d_top1_p" in block else 0
     parts = [SYNTHETIC_NOTE] if (block["dataset"] == "synthetic").any() else []
-    parts += [f"Protocol: {protocol} ({PROTOCOLS.get(protocol, 'as recorded')}).",
+    parts += [f"Protocol: {escape(str(protocol))} ({PROTOCOLS.get(protocol, 'as recorded')}).",
              ("Top-1/top-5: test accuracy after the final epoch, mean ± sample standard "
               "deviation over n seeds.")]
     if shows_best_epoch(block):
@@ -100,7 +105,7 @@ def caption(block: pd.DataFrame) -> str:
                      f"{MIN_TIMED_STEPS}, the first epoch of each attempt excluded), which "
                      "measures start-up and the machine's other load, not the model "
                      "(comparison.csv keeps images_per_s and timed_steps).")
-    said = code_sentence(block)
+    said = code_sentence(block, escape)
     if said:
         parts.append(said)
     if (block["trainable_params"].isna() & block["params"].notna()).any():
@@ -108,11 +113,13 @@ def caption(block: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
-def code_sentence(block: pd.DataFrame) -> str:
-    """Which code the block's runs came from; said plainly when it is more than one."""
+def code_sentence(block: pd.DataFrame, escape=_as_is) -> str:
+    """Which code the block's runs came from; said plainly when it is more than one
+    (``escape``: as in :func:`caption`)."""
     if "code" not in block:
         return ""
-    codes = sorted({c for cell in block["code"].dropna() for c in str(cell).split(" | ") if c})
+    codes = sorted({escape(c) for cell in block["code"].dropna()
+                    for c in str(cell).split(" | ") if c})
     if not codes:
         return ""
     if len(codes) == 1:

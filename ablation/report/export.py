@@ -6,6 +6,9 @@ digits of that step are printed, at least two decimals, and nothing beyond
 (``2.5``, not float32's ``2.499997615814209``). The exact counts stand beside
 them: ``top1_correct`` (mean correct images per seed) and ``d_top1_images``
 (the mean gap in images).
+
+Every CSV of the report is written through :func:`csv_text`: a text cell a
+spreadsheet would run as a formula is quoted (:mod:`ablation.report.escape`).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ablation.report.escape import csv_text
 from ablation.report.tables import BLOCK
 
 UNKNOWN_SIZE_DECIMALS = 4  # older records without the test-set size
@@ -55,17 +59,17 @@ def _round(frame: pd.DataFrame, columns, places: dict[tuple, int]) -> pd.DataFra
 def comparison_csv(table: pd.DataFrame) -> str:
     """``comparison.csv``: percentages rounded per block, counts and times plain."""
     if table.empty:
-        return table.to_csv(index=False)
+        return csv_text(table)
     gaps = [f"d_{m}{s}" for m in ("top1", "top5") for s in GAP_SUFFIXES]
     out = _round(table, [*POINTS, *gaps], _block_decimals(table))
     for col, places in (("images_per_s", 1), ("train_seconds", 2), ("top1_correct", 6),
                         ("top5_correct", 6), ("d_top1_images", 6), ("d_top5_images", 6)):
         if col in out:
             out[col] = out[col].astype(float).round(places)
-    return out.to_csv(index=False)
+    return csv_text(out)
 
 
 def effects_csv(effects: pd.DataFrame, table: pd.DataFrame) -> str:
     """``factorial_effects.csv``: effects and bounds at their block's precision."""
     columns = [f"{m}_{c}" for m in ("top1", "top5") for c in EFFECT_COLUMNS]
-    return _round(effects, columns, _block_decimals(table)).to_csv(index=False)
+    return csv_text(_round(effects, columns, _block_decimals(table)))

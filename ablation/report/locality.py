@@ -25,7 +25,7 @@ import pandas as pd
 from ablation.config import SWITCHES
 from ablation.config.switches import BASELINE_LABEL, factor_labels
 from ablation.report.render import (HTML, LATEX, MARKDOWN, Style, block_title, gap, html_table,
-                                    md_table, select_block)
+                                    latex_tabular, md_table, select_block)
 from ablation.report.stats import factorial_effects, paired_gap
 from ablation.report.tables import (BASELINE, BLOCK, VARIANTS, switch_key, blocks,
                                     expected_variants, factorial_design)
@@ -174,7 +174,7 @@ def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         return ""
     parts = ["", "# Locality", "", NOTE, ""]
     for key, block, mine in _sections(table, effects):
-        parts += [f"## Locality: {block_title(*key)}", "",
+        parts += [f"## Locality: {MARKDOWN.escape(block_title(*key))}", "",
                   md_table(HEADER, _display_rows(block, MARKDOWN)), ""]
         if not mine.empty:
             parts += [f"Factorial effects on locality ({mine['seeds'].iloc[0]} seed(s)):", "",
@@ -197,18 +197,12 @@ def html_section(table: pd.DataFrame, effects: pd.DataFrame) -> str:
 def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     if table.empty:
         return ""
-    out = [f"% {NOTE}"]
+    out = [f"% {LATEX.escape(NOTE)}"]
     for key, block, mine in _sections(table, effects):
         out += [r"\begin{table}[t]", r"\centering", r"\small",
                 rf"\caption{{Locality: {LATEX.escape(block_title(*key))}}}",
-                r"\begin{tabular}{l" + "c" * (len(HEADER) - 1) + "}", r"\toprule",
-                " & ".join(LATEX.escape(h) for h in HEADER) + r" \\", r"\midrule",
-                *(" & ".join(row) + r" \\" for row in _display_rows(block, LATEX)),
-                r"\bottomrule", r"\end{tabular}"]
+                *latex_tabular(HEADER, _display_rows(block, LATEX))]
         if not mine.empty:
-            out += [r"\par\medskip", r"\begin{tabular}{lcc}", r"\toprule",
-                    " & ".join(LATEX.escape(h) for h in EFFECTS_HEADER) + r" \\", r"\midrule",
-                    *(" & ".join(row) + r" \\" for row in _effect_rows(mine, LATEX)),
-                    r"\bottomrule", r"\end{tabular}"]
+            out += [r"\par\medskip", *latex_tabular(EFFECTS_HEADER, _effect_rows(mine, LATEX))]
         out += [r"\end{table}", ""]
     return "\n".join(out)

@@ -6,6 +6,12 @@ at 5 % after Holm's correction across the block's Δ rows (the interval shown
 is the uncorrected 95 % one). Each block's caption
 (:mod:`ablation.report.captions`) says what one test image is worth in points,
 so a reader can tell a gap of a few images from a real one.
+
+Names from the records (dataset, model, setting, code) are escaped for each
+format (:mod:`ablation.report.escape`): they print as text in Markdown, LaTeX
+and HTML and never act on the reader. ``comparison.tex`` needs only the
+packages named in its first line (:data:`LATEX_PACKAGES`), and a table wider
+than the text is scaled down to its width (never up).
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from ablation.config.switches import BASELINE_LABEL, REGISTRY
 from ablation.report.captions import (  # noqa: F401 - caption, image_worth: used from here
     BEST_COLUMNS, FACTORIAL_NOTE, GAPS, SPEED_MARK, caption, image_worth, shows_best_epoch,
     significant, speed_shown)
+from ablation.report.escape import latex_text, markdown_text
 from ablation.report.tables import BLOCK
 
 HEADER = ["Variant", *(s.column for s in REGISTRY), "n", "Top-1 (%)", "Top-5 (%)",
@@ -45,11 +52,8 @@ class Style:
     escape: callable = staticmethod(lambda s: s)
 
 
-MARKDOWN = Style("✓", "", "—", "±", "**{}**")
-LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}",
-              staticmethod(lambda s: s.replace("%", r"\%").replace("Δ", r"$\Delta$")
-                           .replace("±", r"$\pm$")
-                           .replace("_", r"\_").replace("&", r"\&")))
+MARKDOWN = Style("✓", "", "—", "±", "**{}**", staticmethod(markdown_text))
+LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}", staticmethod(latex_text))
 HTML = Style("✓", "", "—", "±", "<b>{}</b>", staticmethod(html.escape))
 
 
@@ -116,7 +120,7 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                                                         r["d_top5_high"], style),
             "Params": (params(r["trainable_params"]) if _finite(r["trainable_params"])
                        else params(r["params"]) + ("*" if _finite(r["params"]) else "")),
-            "Train img/s": (style.dash + SPEED_MARK if not speed_shown(r)
+            "Train img/s": (style.dash + style.escape(SPEED_MARK) if not speed_shown(r)
                             else f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"])
                             else ""),
             "Train time": duration(r["train_seconds"]),
@@ -170,8 +174,9 @@ def md_table(header, rows) -> str:
 def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     parts = ["# Ablation: top-1 / top-5 against the plain ViT", "", NOTE, ""]
     for key, block in table.groupby(BLOCK, sort=False):
-        parts += [f"## {block_title(*key)}", "",
-                  md_table(header(block), display_rows(block, MARKDOWN)), "", caption(block), ""]
+        parts += [f"## {MARKDOWN.escape(block_title(*key))}", "",
+                  md_table(header(block), display_rows(block, MARKDOWN)), "",
+                  caption(block, MARKDOWN.escape), ""]
         mine = select_block(effects, key)
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
@@ -192,22 +197,57 @@ def select_block(effects: pd.DataFrame, key) -> pd.DataFrame:
     return effects[mask]
 
 
+# What comparison.tex needs besides \documentclass{article}: booktabs (the rules),
+# amssymb (\checkmark), graphicx (\resizebox); its first line names them.
+LATEX_PACKAGES = ("booktabs", "amssymb", "graphicx")
+LATEX_PREAMBLE = (f"% Needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}: pure ASCII, tables "
+                  "scaled down to \\linewidth where wider.")
+
+
+HEAD_LINE = 16  # characters per line of a LaTeX column head
+
+
+def latex_head(text: str) -> str:
+    """A column head on lines of at most :data:`HEAD_LINE` characters (split at spaces),
+    so a long head does not widen its column beyond its numbers."""
+    lines = [""]
+    for word in text.split(" "):
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > HEAD_LINE:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}".lstrip()
+    if len(lines) == 1:
+        return LATEX.escape(text)
+    return (r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(LATEX.escape(line) for line in lines)
+            + r"\end{tabular}")
+
+
+def latex_tabular(head, rows) -> list[str]:
+    """A booktabs tabular, scaled down to the line width when it is wider, never up.
+
+    Why scaled: the comparison has 12 columns (14 under the official protocol), about
+    twice a paper's text width at any readable size, and every one of them is in the
+    Markdown, HTML and CSV too; a table that keeps them all and fits is what can be
+    pasted as it is. Deleting the columns a paper does not need lets it grow back
+    towards full size."""
+    return [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+            r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule",
+            " & ".join(latex_head(h) for h in head) + r" \\", r"\midrule",
+            *(" & ".join(row) + r" \\" for row in rows),
+            r"\bottomrule", r"\end{tabular}}"]
+
+
 def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
-    """booktabs tables, one per block (needs \\usepackage{booktabs, amssymb})."""
-    out = [f"% {NOTE}"]
+    """booktabs tables, one per block (needs :data:`LATEX_PACKAGES`)."""
+    out = [LATEX_PREAMBLE, f"% {LATEX.escape(NOTE)}"]
     for key, block in table.groupby(BLOCK, sort=False):
         out += [r"\begin{table}[t]", r"\centering", r"\small",
                 rf"\caption{{{LATEX.escape(block_title(*key) + '. ' + caption(block))}}}",
-                r"\begin{tabular}{l" + "c" * (len(header(block)) - 1) + "}", r"\toprule",
-                " & ".join(LATEX.escape(h) for h in header(block)) + r" \\", r"\midrule"]
-        out += [" & ".join(row) + r" \\" for row in display_rows(block, LATEX)]
-        out += [r"\bottomrule", r"\end{tabular}"]
+                *latex_tabular(header(block), display_rows(block, LATEX))]
         mine = select_block(effects, key)
         if not mine.empty:
-            out += [r"\par\medskip", r"\begin{tabular}{lcc}", r"\toprule",
-                    " & ".join(LATEX.escape(h) for h in FACTORIAL_HEADER) + r" \\", r"\midrule"]
-            out += [" & ".join(row) + r" \\" for row in _factorial_rows(mine, LATEX)]
-            out += [r"\bottomrule", r"\end{tabular}"]
+            out += [r"\par\medskip",
+                    *latex_tabular(FACTORIAL_HEADER, _factorial_rows(mine, LATEX))]
         elif not_estimable(effects, key):
             out += [r"\par\medskip", LATEX.escape(NOT_ESTIMABLE_NOTE)]
         out += [r"\end{table}", ""]

@@ -126,9 +126,9 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool) -> Report:
         files.append(_atomic_write(out / "factorial_effects.csv",
                                    export.effects_csv(effects, table)))
     if not local.empty:
-        files.append(_atomic_write(out / "locality.csv", local.to_csv(index=False)))
+        files.append(_atomic_write(out / "locality.csv", export.csv_text(local)))
     if not local_effects.empty:
         files.append(_atomic_write(out / "locality_effects.csv",
-                                   local_effects.to_csv(index=False)))
+                                   export.csv_text(local_effects)))
     files += images
     return Report(runs, table, effects, markdown, files)

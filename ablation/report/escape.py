@@ -1,0 +1,197 @@
+"""Text from the records made safe for the file it lands in.
+
+Dataset and model names, config values (the block's setting label), the code
+description and a config's protocol come from run records, which anyone who can
+write to a results folder controls. Each output format gets them so that they
+read as the text they are and never act on the reader:
+
+- CSV (:func:`csv_text`): a text cell beginning with ``=``, ``+``, ``-``, ``@``,
+  tab or carriage return is prefixed with a single quote, as OWASP's "CSV
+  injection" advice says, so a spreadsheet shows it instead of running it as a
+  formula; numbers (negative ones included) are numeric cells and stay numbers.
+  A carriage return inside text is written as a line feed (quoted), never as a
+  row's end.
+- LaTeX (:func:`latex_text`): the special characters are escaped
+  (``\\input{x}`` prints as text), and every non-ASCII character is written in
+  LaTeX (``α`` as ``$\\alpha$``, ``é`` as ``\\'{e}``) so the file is pure ASCII and
+  needs no input encoding or font set-up; a character with no rendering here is
+  reduced by Unicode compatibility decomposition (``ﬁ`` to ``fi``), accent marks
+  LaTeX's default font lacks are dropped (``ą`` to ``a``), and what is left
+  becomes ``?`` (visibly a stand-in, where a guessed letter would pass for the
+  name). Only glyphs of the fonts every TeX has as Type 1 are used. A word longer
+  than :data:`LONG_WORD` characters (a path, a URL) may break after its
+  punctuation, so a caption holding one does not run into the margin.
+- Markdown (:func:`markdown_text`): ``<``, ``>`` and ``&`` become HTML entities
+  (no raw HTML reaches a renderer); ``|`` (a table cell's end), ``\\``,
+  backquotes, square brackets (links and images) and ``$`` (mathematics on
+  GitHub) are backslash-escaped.
+
+In Markdown and LaTeX a control character (a newline in a name) is a space.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import pandas as pd
+
+# --- CSV ---------------------------------------------------------------------------
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A text cell a spreadsheet would run as a formula, quoted with ``'``; anything
+    else (numbers, empty cells) as it is. A carriage return in text becomes a line
+    feed: the CSV writer quotes a cell holding a line feed, but not one holding a
+    lone carriage return, which a reader takes for the end of the row."""
+    if not isinstance(value, str):
+        return value
+    value = "'" + value if value.startswith(FORMULA_STARTS) else value
+    return value.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """``frame.to_csv(index=False)`` with every text cell made safe (:func:`csv_cell`)."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
+            frame[column] = frame[column].map(csv_cell)
+    return frame.to_csv(index=False)
+
+
+# --- shared ------------------------------------------------------------------------
+
+def _printable(char: str) -> bool:
+    """False for control characters and line or paragraph separators."""
+    return unicodedata.category(char) not in ("Cc", "Zl", "Zp")
+
+
+# --- Markdown ----------------------------------------------------------------------
+
+_MARKDOWN = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "|": "\\|", "`": "\\`",
+             "[": "\\[", "]": "\\]", "$": "\\$"}  # $: GitHub sets $...$ as mathematics
+
+
+def markdown_text(text) -> str:
+    """``text`` as Markdown that shows it literally (GitHub-flavoured, tables included)."""
+    return "".join(_MARKDOWN.get(c, c) if _printable(c) else " " for c in str(text))
+
+
+# --- LaTeX -------------------------------------------------------------------------
+
+# Only glyphs of the fonts every TeX installation has as Type 1 (OT1, OML, OMS): a
+# text-companion (TS1) glyph such as \$, \dag or \S in text mode would make TeX
+# generate a bitmap font where cm-super is not installed, so these are in math mode.
+_LATEX_ASCII = {
+    "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"$\$$", "&": r"\&", "#": r"\#",
+    "%": r"\%", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
+    # the default (OT1) font prints these as other glyphs
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", '"': r'\texttt{"}',
+    # after a row's \\ a [ would be read as its optional argument
+    "[": "{[}", "]": "{]}",
+}
+_GREEK_NAMES = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi "
+                "omicron pi rho sigma sigma tau upsilon phi chi psi omega").split()
+# capitals LaTeX has; the others look like Latin ones
+_GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi",
+                   "Psi", "Omega"}
+_LATIN_LOOKALIKE = {"Alpha": "A", "Beta": "B", "Epsilon": "E", "Zeta": "Z", "Eta": "H",
+                    "Iota": "I", "Kappa": "K", "Mu": "M", "Nu": "N", "Omicron": "O", "Rho": "P",
+                    "Tau": "T", "Chi": "X"}
+
+
+def _greek() -> dict[str, str]:
+    """U+03B1-U+03C9 and their capitals (U+03C2, the final sigma, has none)."""
+    table = {}
+    for i, name in enumerate(_GREEK_NAMES):
+        table[chr(0x03B1 + i)] = "o" if name == "omicron" else "$\\" + name + "$"
+        capital = name.capitalize()
+        if i != 0x03C2 - 0x03B1:
+            table[chr(0x0391 + i)] = ("$\\" + capital + "$" if capital in _GREEK_CAPITALS
+                                      else _LATIN_LOOKALIKE[capital])
+    return table
+
+
+LATEX_UNICODE = {
+    **_greek(), "\u00b5": r"$\mu$",  # the micro sign
+    "±": r"$\pm$", "×": r"$\times$", "÷": r"$\div$", "·": r"$\cdot$", "•": r"$\bullet$",
+    "≥": r"$\geq$", "≤": r"$\leq$", "≠": r"$\neq$", "≈": r"$\approx$", "∞": r"$\infty$",
+    "−": r"$-$", "→": r"$\rightarrow$", "←": r"$\leftarrow$", "↔": r"$\leftrightarrow$",
+    "⇒": r"$\Rightarrow$", "√": r"$\surd$", "∈": r"$\in$", "∼": r"$\sim$", "′": r"$'$",
+    "°": r"$^\circ$", "¹": r"$^1$", "²": r"$^2$", "³": r"$^3$",
+    "½": "1/2", "¼": "1/4", "¾": "3/4",
+    "–": "--", "—": "---", "‐": "-", "‑": "-", "‘": "`", "’": "'", "‚": ",",
+    "“": "``", "”": "''", "„": ",,", "«": r"$\ll$", "»": r"$\gg$", "…": r"\dots{}",
+    # in math mode (TS1 above)
+    "†": r"$\dagger$", "‡": r"$\ddagger$", "§": r"$\S$", "¶": r"$\P$", "©": "(c)",
+    "£": r"$\mathsterling$", "✓": r"\checkmark{}", "✔": r"\checkmark{}", "¡": "!`", "¿": "?`",
+    "ß": r"\ss{}", "æ": r"\ae{}", "Æ": r"\AE{}", "œ": r"\oe{}", "Œ": r"\OE{}",
+    "ø": r"\o{}", "Ø": r"\O{}", "ł": r"\l{}", "Ł": r"\L{}", "ı": r"\i{}", "ȷ": r"\j{}",
+    "\u00a0": "~", "\u00ad": "", "\u200b": "", "\u200c": "", "\u200d": "", "\ufeff": "",
+}
+# combining accents the default (OT1) encoding has, as LaTeX accent commands
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=",
+            "\u0306": "u", "\u0307": ".", "\u0308": '"', "\u030a": "r", "\u030b": "H",
+            "\u030c": "v", "\u0327": "c", "\u0323": "d", "\u0331": "b"}
+_BELOW = {"c", "d", "b"}  # accents under the letter: an i keeps its dot
+FALLBACK = "?"
+
+
+def _accented(char: str) -> str | None:
+    """``é`` -> ``\\'{e}``: a letter and the accents OT1 has (others dropped); None if
+    the character is no ASCII letter with accents."""
+    base, *marks = unicodedata.normalize("NFD", char)
+    if not marks or not (base.isascii() and base.isalpha()):
+        return None
+    text = base
+    for mark in marks:
+        accent = _ACCENTS.get(mark)
+        if accent is None:
+            continue
+        if text in ("i", "j") and accent not in _BELOW:
+            text = "\\" + text  # the dotless i under an accent above
+        text = rf"\{accent}{{{text}}}"
+    return text
+
+
+def _latex_char(char: str, depth: int = 0) -> str:
+    if char.isascii():
+        if not _printable(char):
+            return " "
+        return _LATEX_ASCII.get(char, char)
+    if char in LATEX_UNICODE:
+        return LATEX_UNICODE[char]
+    if not _printable(char):
+        return " "
+    accented = _accented(char)
+    if accented is not None:
+        return accented
+    if unicodedata.category(char).startswith("Z"):
+        return " "  # other spaces
+    compatible = unicodedata.normalize("NFKD", char)
+    if compatible != char and depth < 2:
+        return "".join(_latex_char(c, depth + 1) for c in compatible
+                       if not unicodedata.combining(c))
+    return FALLBACK
+
+
+# A word longer than this (a path, a URL) may break after its punctuation, so that
+# a caption holding it never runs into the margin.
+LONG_WORD = 30
+BREAK_AFTER = frozenset("/\\}=,._|")
+
+
+def latex_text(text) -> str:
+    """``text`` as LaTeX text mode that prints it (pure ASCII; needs ``amssymb`` for
+    ``✓`` only)."""
+    out = []
+    for word in re.split(r"(\s+)", str(text)):
+        breakable, previous = len(word) > LONG_WORD, ""
+        for i, char in enumerate(word):
+            # "--" would be set as a dash: a run of hyphens stays hyphens
+            out.append("{}-" if char == "-" and previous == "-" else _latex_char(char))
+            if breakable and char in BREAK_AFTER and i < len(word) - 1:
+                out.append(r"\hspace{0pt}")
+            previous = char
+    return "".join(out)
