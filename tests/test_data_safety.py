@@ -376,12 +376,12 @@ def test_fifos_among_cifar_batches_and_idx_files_are_refused_not_waited_on(tmp_p
 def test_reads_are_capped(tmp_path):
     import gzip
 
-    from ablation.data import files
+    from ablation import files
 
     big = tmp_path / "big"
     big.write_bytes(b"x" * 2000)
     with pytest.raises(files.TooBig):
-        files.read_file(big, limit=1000)
+        files.read_data_file(big, limit=1000)
     bomb = tmp_path / "bomb.gz"
     with gzip.open(bomb, "wb") as f:
         f.write(bytes(10 << 20))  # 10 MB of zeros in a few kB
@@ -389,7 +389,7 @@ def test_reads_are_capped(tmp_path):
     with pytest.raises(files.TooBig, match="decompressed"):
         files.read_gzip(bomb, limit=1 << 20)
     with pytest.raises(files.NotAFile, match="a character device"):
-        files.open_regular("/dev/zero")
+        files.open_data_file("/dev/zero")
 
 
 # --- the fingerprint covers what was read, by the same walk -------------------

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.data import files
-from ablation.data.files import shown
+from ablation import files
+from ablation.files import shown
 from ablation.data.formats import (DataError, cifar_folder_files, idx_files, one_line, read_cifar,
                                    read_idx_folder)
 from ablation.data.images import image_folder_files, image_folder_layout, read_image_tree

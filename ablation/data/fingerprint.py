@@ -25,7 +25,7 @@ _CACHE: dict[tuple, dict] = {}
 
 def _folder_digest(source: Path, paths: list[Path]) -> str:
     """SHA-256 over each file's name relative to ``source`` and content, in sorted order."""
-    from ablation.data.files import file_digest
+    from ablation.files import file_digest
 
     h = hashlib.sha256()
     for rel, path in sorted((os.fsencode(p.relative_to(source)), p) for p in paths):
@@ -55,9 +55,9 @@ def data_fingerprint(cfg: Mapping) -> dict:
 
     A file that cannot be read (not a regular file, over the cap, gone) is a
     :class:`~ablation.data.formats.DataError` in one line, never a wait."""
-    from ablation.data import files
+    from ablation import files
     from ablation.data.datasets import source_files
-    from ablation.data.files import shown
+    from ablation.files import shown
     from ablation.data.formats import DataError, one_line
 
     read = source_files(cfg)

@@ -1,6 +1,6 @@
 """The real file formats, read into numpy: CIFAR's pickled batches and MNIST's
 IDX files (class-per-folder images: :mod:`ablation.data.images`). Every file
-is opened through :mod:`ablation.data.files` (regular files only, capped)."""
+is opened through :mod:`ablation.files` (regular files only, capped)."""
 from __future__ import annotations
 
 import io
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.data import files
-from ablation.data.files import shown
+from ablation import files
+from ablation.files import shown
 
 
 class DataError(RuntimeError):
@@ -106,7 +106,7 @@ def _cifar_batches(path: Path, fine: bool) -> dict[str, object]:
     if files.kind(path) == "folder":
         raw = {}
         for file, member in zip(cifar_folder_files(path, fine), members):
-            raw[member] = (files.read_file(file), shown(file))
+            raw[member] = (files.read_data_file(file), shown(file))
     else:
         found = files.read_tar_members(path, [f"{folder}/{m}" for m in members])
         missing = [m for m in members if f"{folder}/{m}" not in found]
@@ -194,7 +194,7 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
 def _read_idx(path: Path) -> np.ndarray:
     """One IDX file (the MNIST format), gzipped or not."""
     try:
-        data = files.read_gzip(path) if path.suffix == ".gz" else files.read_file(path)
+        data = files.read_gzip(path) if path.suffix == ".gz" else files.read_data_file(path)
     except (files.NotAFile, files.TooBig) as e:  # the message names the file
         raise DataError(f"{e}; re-download it or point dataset.path at a good copy") from None
     except (OSError, EOFError, zlib.error) as e:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.data import files
-from ablation.data.files import shown
+from ablation import files
+from ablation.files import shown
 from ablation.data.formats import DataError, one_line
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ def read_image(file: Path, size: int, channels: int) -> np.ndarray:
     """One image as (size, size, channels) float32 in [0, 255]."""
     from PIL import Image
 
-    with files.open_regular(file, MAX_IMAGE_BYTES) as f:
+    with files.open_data_file(file, MAX_IMAGE_BYTES) as f:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             try:
