@@ -19,7 +19,8 @@ from ablation.runtime.native_log import quiet_native_stderr
 from ablation.sweep.cleanup import note_missing, remove_all_created, remove_created
 from ablation.config import redact_argv
 from ablation.config.compose import check_group_options
-from conftest import ROOT, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import ROOT
 
 # Each value has two tokens; each must vanish, not only the first.
 SECRET_ARGS = {
