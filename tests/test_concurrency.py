@@ -11,7 +11,8 @@ import pytest
 
 from ablation.sweep import outcomes
 from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publish
-from conftest import ROOT, run_cli, smoke_overrides
+from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.paths import ROOT
 
 # Holds a job folder's lock, as a running job does, until its stdin closes.
 HOLD = ("import sys; from ablation.runs.lock import job_lock\n"

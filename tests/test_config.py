@@ -3,7 +3,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from ablation.config import ConfigError, validate, variant_name
-from conftest import CONF, compose, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.config import compose
+from tests.helpers.paths import CONF
 
 
 def resolved(*overrides):

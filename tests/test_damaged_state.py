@@ -19,7 +19,7 @@ def checkpoints(tmp_path_factory):
     from ablation.train.checkpoint import EpochCheckpoint
     from ablation.train.epoch_metrics import EpochMetrics
     from ablation.train.compile import compile_model
-    from conftest import compose
+    from tests.helpers.config import compose
 
     folder = tmp_path_factory.mktemp("job") / "checkpoint"
     cfg = OmegaConf.to_container(compose("experiment=smoke", "dataset.limit_train=128"),

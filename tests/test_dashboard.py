@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, wandb_inspect
+from tests.helpers.paths import ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 pytest.importorskip("wandb_workspaces")
 
@@ -81,7 +82,7 @@ def test_dashboard_definition_matches_the_sweeps_runs(smoke_sweep, tmp_path, wan
 def test_dashboard_of_hand_made_records_names_their_keys(tmp_path):
     from ablation.report import load_runs
     from ablation.report.dashboard import build, definition, load_definition
-    from test_report import record
+    from tests.helpers.records import record
 
     for spt in (False, True):
         record(tmp_path, spt, True, True, 0, 0.5)

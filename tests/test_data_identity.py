@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import run_cli, run_in_process
+from tests.helpers.commands import run_cli, run_in_process
 
 
 def _image_folder(root, seed):

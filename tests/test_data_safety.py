@@ -30,8 +30,10 @@ from PIL import Image
 
 from ablation.data import DataError, load_dataset
 from ablation.data.formats import read_cifar
-from conftest import ROOT, compose, run_cli
-from test_data import cifar_batch, make_cifar_archive
+from tests.helpers.archives import cifar_batch, make_cifar_archive
+from tests.helpers.commands import run_cli
+from tests.helpers.config import compose
+from tests.helpers.paths import ROOT
 
 ALARM_S = 300
 

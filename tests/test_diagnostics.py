@@ -140,7 +140,8 @@ def test_runs_with_and_without_diagnostics_report_together(tmp_path):
     from ablation.runs.record import read_record
     from ablation.report import write_report
     from ablation.job import run_job
-    from conftest import compose, smoke_overrides
+    from tests.helpers.commands import smoke_overrides
+    from tests.helpers.config import compose
 
     common = smoke_overrides(tmp_path, "trainer.epochs=1", "dataset.limit_train=200",
                              "wandb.mode=disabled", "lsa=false")
@@ -164,7 +165,7 @@ def test_runs_with_and_without_diagnostics_report_together(tmp_path):
 
 def test_bad_probe_count_is_refused_before_training():
     from ablation.config import ConfigError, validate
-    from conftest import compose
+    from tests.helpers.config import compose
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(compose("experiment=smoke", "diagnostics.probe_images=0"),

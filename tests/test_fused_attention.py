@@ -9,10 +9,10 @@ from omegaconf import OmegaConf
 from ablation.config import ConfigError, validate
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.fused_attention import fused_attention
-from conftest import compose, run_in_process, run_on_jax
-from test_bad_input import assert_refused
-
-HEADS, KEY_DIM, DIM, TOKENS = 2, 4, 6, 9
+from tests.helpers.attention import DIM, HEADS, KEY_DIM, TOKENS, gradients, random_layer
+from tests.helpers.commands import run_in_process, run_on_jax
+from tests.helpers.config import compose
+from tests.helpers.refusals import assert_refused
 
 
 def cases():
@@ -24,45 +24,6 @@ def cases():
                     yield mask, learnable, per_head, form, True
     yield True, True, True, "multiply", False
     yield False, False, False, "divide", False
-
-
-def random_layer(mask, learnable, per_head, form, bias, kernel="fused", seed=11):
-    """A built layer with every weight random (the temperature positive, off its start)."""
-    rng = np.random.default_rng(seed)
-    tokens = rng.normal(size=(3, TOKENS, DIM)).astype("float32")
-    layer = MultiHeadSelfAttention(HEADS, KEY_DIM, mask_diagonal=mask,
-                                   learnable_temperature=learnable, temperature_per_head=per_head,
-                                   temperature_form=form, qkv_bias=bias, attention_kernel=kernel)
-    layer(tokens)
-    for weight in layer.trainable_weights:
-        value = rng.normal(0.0, 0.5, weight.shape)
-        if "temperature" in weight.path:
-            value = keras.ops.convert_to_numpy(weight) * rng.uniform(0.5, 2.0, weight.shape)
-        weight.assign(value.astype("float32"))
-    return layer, tokens, rng.normal(size=(3, TOKENS, DIM)).astype("float32")
-
-
-def gradients(layer, route, tokens, probe):
-    """d sum(route(tokens) * probe) / d (tokens, every trainable weight), as numpy."""
-    weights = layer.trainable_weights
-    if keras.backend.backend() == "jax":
-        import jax
-
-        def loss(values, x):
-            with keras.StatelessScope(state_mapping=list(zip(weights, values))):
-                return keras.ops.sum(route(x) * probe)
-
-        by_weight, by_tokens = jax.grad(loss, argnums=(0, 1))([w.value for w in weights], tokens)
-        found = [by_tokens, *by_weight]
-    else:
-        import tensorflow as tf
-
-        x = tf.convert_to_tensor(tokens)
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.reduce_sum(route(x) * probe)
-        found = tape.gradient(loss, [x, *weights])
-    return [np.asarray(keras.ops.convert_to_numpy(g)) for g in found]
 
 
 @pytest.mark.parametrize("mask, learnable, per_head, form, bias", list(cases()))

@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from conftest import compose
+from tests.helpers.config import compose
 from omegaconf import OmegaConf
 from scipy import stats
 

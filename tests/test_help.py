@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from conftest import CONF, ROOT, run_cli, run_in_process
+from tests.helpers.commands import run_cli, run_in_process
+from tests.helpers.paths import CONF, ROOT
 
 SMOKE = "python run_sweep.py -m spt=true,false lsa=true,false experiment=smoke"
 FACTORIAL = ("python run_sweep.py -m spt=true,false lsa=true,false "

@@ -2,7 +2,7 @@
 tests fail, naming the piece, when a Hydra release moves it."""
 from importlib.metadata import version
 
-from conftest import CONF, ROOT
+from tests.helpers.paths import CONF, ROOT
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from ablation.config.hydra_internals import args_parser, config_loader, sweep_jobs

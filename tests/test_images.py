@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from ablation.data import DataError, load_dataset
-from conftest import compose
+from tests.helpers.config import compose
 
 TRANSPARENT = Image.new("P", (8, 8), 1)
 TRANSPARENT.putpalette([0, 0, 0, 250, 250, 250] + [0] * 762)

@@ -7,7 +7,8 @@ exactly what the basic launcher trains in-process.
 import pytest
 
 from ablation.runs.record import find_records, read_record
-from conftest import run_cli, smoke_overrides, wandb_inspect
+from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.wandb_runs import wandb_inspect
 
 # Two of the shared smoke sweep's jobs, with the same overrides, so its records
 # are the basic launcher's.

@@ -9,7 +9,7 @@ from ablation.model.attention import MultiHeadSelfAttention
 from ablation.augment.normalization import AdaptedNormalization
 from ablation.model.tokenizer import SHIFTS, PatchTokenizer
 from ablation.model.regularization import FastDropout
-from conftest import run_on_jax
+from tests.helpers.commands import run_on_jax
 
 
 def shifted_by_hand(image, dy, dx):
@@ -307,7 +307,7 @@ def test_every_layer_of_the_model_is_built():
     dropout layers nested in the blocks unbuilt, that compiled ~180 one-op
     programs (12 s on an H100)."""
     from ablation.model import build_model
-    from conftest import compose
+    from tests.helpers.config import compose
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(compose("experiment=smoke", "model.dropout=0.1",

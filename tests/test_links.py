@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import run_in_process
+from tests.helpers.commands import run_in_process
 
 PLACES = [".lock", "run.json", "run_sweep.log", ".hydra/config.yaml", "checkpoint",
           "wandb"]

@@ -5,7 +5,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ablation.model import attention_layers, build_model, temperatures
-from conftest import compose
+from tests.helpers.config import compose
 
 CIFAR_SHAPE = (32, 32, 3)
 

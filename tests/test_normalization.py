@@ -1,7 +1,7 @@
 """The input normalisation's statistics: exact at CIFAR size, or the official constants."""
 import numpy as np
 import pytest
-from conftest import compose
+from tests.helpers.config import compose
 from omegaconf import OmegaConf
 
 from ablation.augment.normalization import (

@@ -43,7 +43,7 @@ def test_a_bad_setting_adds_nothing_and_is_left_to_the_config_check(setting):
 
 
 def test_a_bad_setting_on_a_sweep_is_one_line(tmp_path):
-    from conftest import run_in_process
+    from tests.helpers.commands import run_in_process
 
     result = run_in_process("-m", "seed=0,1", "experiment=smoke", "gpu.jobs_at_once=two",
                             f"results_dir={tmp_path}/results")

@@ -17,7 +17,8 @@ from ablation.data.batches import Mixer, TrainingBatches, padded, padded_chunks
 from ablation.model import build_model
 from ablation.train.epoch_metrics import EpochMetrics
 from ablation.train.compile import compile_model
-from conftest import compose, run_on_jax
+from tests.helpers.commands import run_on_jax
+from tests.helpers.config import compose
 
 N, BATCH, CLASSES, SHAPE = 100, 32, 10, (8, 8, 1)
 TRAIN_KEYS = ("train/loss", "train/top1", "train/top5")

@@ -12,8 +12,8 @@ jax = pytest.importorskip("jax", reason="the test extra installs jax")
 import jax.numpy as jnp  # noqa: E402
 
 from ablation.model import pallas_attention as pa  # noqa: E402
-from conftest import run_in_process, run_on_jax  # noqa: E402
-from test_bad_input import assert_refused  # noqa: E402
+from tests.helpers.commands import run_in_process, run_on_jax  # noqa: E402
+from tests.helpers.refusals import assert_refused  # noqa: E402
 
 
 def qkv(batch, tokens, heads, dim, dtype="float32", seed=0):
@@ -127,7 +127,7 @@ import keras, numpy as np, jax
 from ablation.model import pallas_attention as pa
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.fused_attention import merge_heads, scaled_projections
-import test_fused_attention as t
+from tests.helpers import attention as t
 assert keras.backend.backend() == "jax"
 RATE, SEED = 0.3, np.array([99], "int32")
 
@@ -181,7 +181,7 @@ assert np.abs(first - second).max() > 1e-3 and np.abs(first - inference).max() >
 # a whole model (model=tiny with attention dropout): the same logits as the
 # explicit route from the same weights, and a training step that moves them
 from omegaconf import OmegaConf
-from conftest import compose
+from tests.helpers.config import compose
 from ablation.model import build_model
 images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype("float32")
 for switches in (["lsa=true", "learnable_temperature=true"],

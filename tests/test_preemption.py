@@ -12,7 +12,9 @@ import pytest
 
 from ablation.runs.record import find_records, read_record
 from ablation.runtime.signals import Interrupted, exit_code, interruptible
-from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
+from tests.helpers.commands import cli_env, run_cli, smoke_overrides
+from tests.helpers.paths import ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 ARGS = ["lsa=false", "spt=false", "wandb.mode=offline"]
 

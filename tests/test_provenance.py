@@ -11,7 +11,9 @@ from importlib.metadata import version
 import keras
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli, wandb_inspect
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 import ablation
 from ablation.config.folders import folder_suffix

@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 import pytest
-from conftest import compose
+from tests.helpers.config import compose
 
 from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batches
 from ablation.model.layers import TransformerBlock
@@ -314,7 +314,7 @@ def test_official_pipeline_augments_each_image_before_the_mixing():
 
 @pytest.mark.slow
 def test_paper_cifar10_trains_end_to_end_with_the_official_pipeline(tmp_path):
-    from test_data import make_cifar_archive
+    from tests.helpers.archives import make_cifar_archive
 
     from ablation.job import run_job
 

@@ -13,8 +13,8 @@ import pytest
 
 from ablation.runs.record import RecordError, read_record, write_record
 from ablation.report import comparison, load_runs
-from conftest import compose
-from test_report import TOP1, record
+from tests.helpers.config import compose
+from tests.helpers.records import TOP1, record
 
 
 def set_path(rec, dotted, value):

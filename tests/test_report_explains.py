@@ -11,15 +11,7 @@ import numpy as np
 import pytest
 
 from ablation.report import comparison, load_runs, write_report
-from test_report import BASE_CONFIG, TOP1, record, row
-
-
-@pytest.fixture
-def four_by_three(tmp_path):
-    for (spt, lsa), values in TOP1.items():
-        for seed, v in enumerate(values):
-            record(tmp_path, spt, lsa, lsa, seed, v)
-    return tmp_path
+from tests.helpers.records import BASE_CONFIG, record, row
 
 
 def test_top1_figure_says_mean_over_n_seeds_and_what_the_bars_are(four_by_three):

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from ablation.report import factorial, load_runs, write_report
-from test_report import record
+from tests.helpers.records import record
 
 
 def test_effects_confounded_with_the_seed_are_left_out_with_a_note(tmp_path, caplog):

@@ -18,7 +18,7 @@ import pytest
 
 from ablation.report import write_report
 from ablation.report.escape import LATEX_UNICODE, csv_cell, latex_text, markdown_text
-from test_report import BASE_CONFIG, record
+from tests.helpers.records import BASE_CONFIG, record
 
 TEX_HOSTILE = r"\input{/etc/passwd}\write18{touch /tmp/pwned}$x^2_y$ & #1 ~ 100%"
 HTML_HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(1)>"

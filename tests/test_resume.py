@@ -13,7 +13,9 @@ import time
 import pytest
 
 from ablation.runs.record import find_records, read_record
-from conftest import ROOT, cli_env, run_cli, smoke_overrides, wandb_inspect
+from tests.helpers.commands import cli_env, run_cli, smoke_overrides
+from tests.helpers.paths import ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 SWEEP = ["-m", "spt=true,false", "lsa=false", "wandb.mode=offline"]
 
@@ -129,7 +131,7 @@ def test_checkpoint_restores_weights_optimizer_and_random_states(tmp_path):
     from ablation.data import load_dataset
     from ablation.model import build_model
     from ablation.train.compile import compile_model
-    from conftest import compose
+    from tests.helpers.config import compose
 
     cfg = OmegaConf.to_container(compose("experiment=smoke", "augmentation=keras_io",
                                          "dataset.limit_train=256"), resolve=True)

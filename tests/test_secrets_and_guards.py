@@ -20,7 +20,8 @@ from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publ
 from ablation.sweep.cleanup import missing_folders, remove_all_created, remove_created
 from ablation.config import redact_argv
 from ablation.config.compose import check_group_options
-from conftest import ROOT, run_cli
+from tests.helpers.commands import run_cli
+from tests.helpers.paths import ROOT
 
 # Each value has two tokens; each must vanish, not only the first.
 SECRET_ARGS = {

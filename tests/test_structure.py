@@ -1,5 +1,7 @@
 """The package's shape: imports point one way, the config side loads no Keras,
-modules stay small, and one list decides which overrides name a job folder."""
+modules stay small, and one list decides which overrides name a job folder; and
+the tests' shape: helpers in tests/helpers/, fixtures in conftest.py, no test
+module importing another."""
 from __future__ import annotations
 
 import ast
@@ -148,3 +150,65 @@ def test_only_settings_name_a_job_folder(override, named):
     suffix = folder_suffix(cfg.hydra.job.override_dirname)
     assert (suffix == f"_{override}") if named else suffix == ""
     assert "exclude_keys" not in (PACKAGE.parent / "conf" / "config.yaml").read_text()
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def names_a_test_module(name: str, own: str | None) -> bool:
+    """Whether the dotted ``name`` is a test module or conftest, other than ``own``:
+    ``test_x``, ``conftest``, ``tests.test_x``, ``tests.conftest`` (and below them)."""
+    parts = name.split(".")
+    if parts[0] == "tests" and len(parts) > 1:
+        parts = parts[1:]
+    return (parts[0] == "conftest" or parts[0].startswith("test_")) and parts[0] != own
+
+
+def imports_of_test_modules(path: Path) -> list[str]:
+    """What a file under tests/ imports from a test module or from conftest (its own
+    module aside), in its code or in the scripts it runs in a fresh process (string
+    constants that parse as Python)."""
+    own = path.stem if path.stem.startswith("test_") else None
+    source = path.read_text()
+    trees = [(ast.parse(source), 0)]   # a tree and its first line's line in the file
+    for node in ast.walk(trees[0][0]):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and "import" in node.value:
+            try:
+                trees.append((ast.parse(node.value), node.lineno - 1))
+            except SyntaxError:
+                pass
+    found = []
+    for tree, offset in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                names = [module] if module not in ("", "tests") else []
+                names += [f"{module}.{a.name}".lstrip(".") for a in node.names
+                          if module in ("", "tests")]      # from tests import test_x
+            else:
+                continue
+            found += [f"{path.relative_to(TESTS)}:{offset + node.lineno}: {ast.unparse(node)}"
+                      for name in names if names_a_test_module(name, own)]
+    return found
+
+
+def test_no_test_imports_another_test_module_or_conftest():
+    """Shared helpers are in tests/helpers/, fixtures in conftest.py: a test module
+    (and a helper, and conftest itself) imports neither another test module nor
+    conftest, at the top, inside a test, or in a script it runs in a subprocess."""
+    files = [*TESTS.glob("test_*.py"), TESTS / "conftest.py", *(TESTS / "helpers").glob("*.py")]
+    wrong = [line for path in sorted(files) for line in imports_of_test_modules(path)]
+    assert not wrong, wrong
+
+
+def test_conftest_holds_fixtures_and_hooks_only():
+    """Plain functions belong in tests/helpers/, where tests can import them."""
+    tree = ast.parse((TESTS / "conftest.py").read_text())
+    plain = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+             and not node.name.startswith("pytest_")
+             and not any("fixture" in ast.unparse(d) for d in node.decorator_list)]
+    assert not plain, plain
+    assert not [p.name for p in (TESTS / "helpers").glob("*.py") if p.name.startswith("test")]

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from ablation.runs.record import find_records, read_record
-from conftest import run_cli, smoke_overrides, wandb_inspect
+from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.wandb_runs import wandb_inspect
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from tests.helpers.paths import ROOT
 
 from ablation.config.switches import REGISTRY, SWITCHES, card_sweep, variant_label, variants
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ablation.data import DataError, load_dataset
-from conftest import compose
+from tests.helpers.config import compose
 
 
 def _synthetic(*overrides):

@@ -10,7 +10,9 @@ import pytest
 from ablation.runs.record import read_record
 from ablation.job import run_job
 from ablation.train.fit import TrainingDiverged
-from conftest import FASHION_MNIST, ROOT, compose, wandb_inspect
+from tests.helpers.config import compose
+from tests.helpers.paths import FASHION_MNIST, ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 
 def smoke(*overrides):
@@ -112,7 +114,7 @@ class NoTensorFlow(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoTensorFlow())
 os.environ["KERAS_BACKEND"] = "jax"
 sys.path[:0] = [sys.argv[2], os.path.join(sys.argv[2], "tests")]
-from conftest import compose
+from tests.helpers.config import compose
 from ablation.job import run_job
 record = run_job(compose("experiment=smoke", "trainer.epochs=1", "trainer.verbose=0",
                          "wandb.mode=disabled", "augmentation=keras_io",
@@ -237,7 +239,7 @@ os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # cache even qui
 sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
 import numpy as np
 from omegaconf import OmegaConf
-from conftest import compose
+from tests.helpers.config import compose
 from ablation.runtime.accelerator import configure
 from ablation.model import build_model
 from ablation.train.compile import compile_model

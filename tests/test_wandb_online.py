@@ -4,7 +4,8 @@ import http.server
 import threading
 
 from ablation.runs.record import find_records, read_record
-from conftest import run_cli, smoke_overrides, wandb_inspect
+from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.wandb_runs import wandb_inspect
 
 PLANTED_ENV = "plantedenvkey" + "0" * 27          # 40 characters, like a W&B key
 PLANTED_CLI = "plantedclikey" + "1" * 27

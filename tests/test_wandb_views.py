@@ -10,7 +10,8 @@ import pytest
 
 from ablation.config.switches import variant_label
 from ablation.runs.record import find_records, read_record
-from conftest import ROOT, wandb_inspect
+from tests.helpers.paths import ROOT
+from tests.helpers.wandb_runs import wandb_inspect
 
 
 def _metric_records(wandb_exe: str, run_dir) -> list[dict]:

@@ -43,12 +43,67 @@ def read_records(path: str | Path) -> list[tuple[Path, dict]]:
     good = []
     for file in files:
         try:
-            good.append((file, read_record(file)))
+            record = read_record(file)
         except RecordError as e:
             log.warning("skipping %s", e)
+            continue
+        if problem := unusable(record):
+            log.warning("skipping %s: %s", file, problem)
+            continue
+        good.append((file, record))
     if not good:
         raise ReportError(f"none of the {len(files)} run.json files below {path} is readable")
     return good
+
+
+# Config values the report computes with, and what each must be.
+USED_CONFIG = {("trainer", "batch_size"): "count", ("trainer", "passes_per_epoch"): "count",
+               ("trainer", "protocol"): "text", ("model", "key_dim"): "count",
+               ("model", "dim"): "count", ("model", "num_heads"): "count"}
+
+
+def unusable(record: dict) -> str | None:
+    """Why the report cannot use ``record`` (a value it computes with has the
+    wrong type or range), or None. The schema checks the record's own fields;
+    its ``config`` is the run's, checked here for what the report reads."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return "its config is not a mapping"
+    for (group, key), kind in USED_CONFIG.items():
+        section = config.get(group)
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            return f"its config's {group} is not a mapping"
+        value = section.get(key)
+        if value is None:
+            continue
+        if kind == "count" and not (type(value) is int and value > 0):
+            return f"its config's {group}.{key} is {value!r}, not a positive whole number"
+        if kind == "text" and not isinstance(value, str):
+            return f"its config's {group}.{key} is {value!r}, not text"
+    return _unusable_diagnostics(record.get("diagnostics"))
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _unusable_diagnostics(entry) -> str | None:
+    """Why a record's locality entry cannot be read (its summary and per-layer
+    lists of numbers), or None."""
+    if entry is None:
+        return None
+    summary, layers = (entry.get("summary"), entry.get("layers")) if isinstance(entry, dict) \
+        else (None, None)
+    if not (isinstance(summary, dict) and all(_number(v) for v in summary.values())
+            and {"mean_distance_px", "normalized_entropy"} <= summary.keys()
+            and isinstance(layers, list) and all(
+                isinstance(layer, dict) and type(layer.get("layer")) is int
+                and all(isinstance(v, list) and all(map(_number, v))
+                        for k, v in layer.items() if k != "layer") for layer in layers)):
+        return "its diagnostics are not the per-layer numbers a run records"
+    return None
 
 
 def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
