@@ -109,3 +109,24 @@ def test_reading_refuses_links_fifos_and_huge_files(tmp_path):
     with pytest.raises(RecordError, match="symbolic link"):
         read_record(tmp_path / "link.json")
     assert issubclass(UnsafeFile, OSError)
+
+
+def test_hydras_own_sweep_folder_is_honoured_with_the_same_safety(tmp_path):
+    """``hydra.sweep.dir`` outside ``results_dir`` (a common Hydra habit): the jobs
+    run there, and a link planted there is refused as it is below results_dir."""
+    from ablation.config import ConfigError
+    from ablation.sweep.preflight import check_paths
+
+    job = {"results_dir": str(tmp_path / "results")}
+    folder = tmp_path / "outputs" / "2026-11-25" / "vit-s0"
+    check_paths(job, folder)  # not refused: nothing exists yet
+    folder.mkdir(parents=True)
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    os.symlink(victim, folder / "run.json")
+    with pytest.raises(ConfigError, match="run.json is a symbolic link"):
+        check_paths(job, folder)
+    os.symlink(victim, folder.parent / "multirun.yaml")
+    (folder / "run.json").unlink()
+    with pytest.raises(ConfigError, match="multirun.yaml is a symbolic link"):
+        check_paths(job, folder)

@@ -205,19 +205,26 @@ JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
              ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
              "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
              ".replaced")
-SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report")
+SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report",
+               "report.json", "wandb")
 
 
 def check_paths(job: dict, folder: Path) -> None:
-    """Refuse, in one line, a job whose writes would leave ``results_dir`` or
-    follow a link: an unsafe ``results_dir`` (empty, the root, not writable), a
-    job or sweep folder that is or passes through a link, a planted link where
-    the suite writes a file."""
+    """Refuse, in one line, a job whose writes would leave its root or follow a
+    link: an unsafe ``results_dir`` (empty, the root, not writable), a job or
+    sweep folder that is or passes through a link, a planted link where the
+    suite writes a file.
+
+    The root is ``results_dir``; a job folder the user put elsewhere with
+    Hydra's own ``hydra.sweep.dir`` (or ``hydra.run.dir``) is honoured, with
+    the folder above it as the root and the same safety there."""
     from ablation.config import ConfigError
     from ablation.files import UnsafeFile, check_no_links, check_results_dir
 
     try:
         root = check_results_dir(job.get("results_dir"))
+        if not folder.absolute().resolve().is_relative_to(root.resolve()):
+            root = check_results_dir(str(folder.absolute().parent))  # the user's Hydra folder
         check_no_links(root, folder, JOB_FILES)
         check_no_links(root, folder.parent, SWEEP_FILES)
     except UnsafeFile as e:
