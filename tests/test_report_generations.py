@@ -115,3 +115,22 @@ def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: the report could not be written to ")
     assert line.endswith("write it elsewhere with --out DIR")
+
+
+def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
+    from ablation.report.generation import add_to_generation
+    from ablation.report.load import ReportError
+
+    (tmp_path / "wandb_dashboard.json").write_text("the user's")
+    with generation(tmp_path) as stage:
+        (stage / "comparison.md").write_text("first")
+    with pytest.raises(ReportError, match="no report there wrote it"):
+        add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
+    assert (tmp_path / "wandb_dashboard.json").read_text() == "the user's"
+    (tmp_path / "wandb_dashboard.json").unlink()
+    add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
+    assert "wandb_dashboard.json" in json.loads((tmp_path / MANIFEST).read_text())["files"]
+    with generation(tmp_path) as stage:  # the next report, without a dashboard
+        (stage / "comparison.md").write_text("second")
+    assert not (tmp_path / "wandb_dashboard.json").exists()  # set aside with its generation
+    assert list(tmp_path.glob(".replaced/report-*/wandb_dashboard.json"))

@@ -144,8 +144,12 @@ def make_dashboard(runs: pd.DataFrame, out: Path, settings: Mapping, group: str 
     payload = {"what": "a wandb-workspaces View: the sweep's W&B workspace",
                "publish": publish_command(sweep, project, entity),
                "view": definition(workspace)}
-    from ablation.files import atomic_write
+    from ablation.report.generation import add_to_generation
+    from ablation.report.load import ReportError
 
-    atomic_write(path, json.dumps(payload, indent=1) + "\n", fsync=False)
+    try:  # one more file of the report's generation: the next report replaces it
+        add_to_generation(Path(out), DEFINITION_FILE, json.dumps(payload, indent=1) + "\n")
+    except ReportError as e:
+        raise DashboardError(str(e)) from None
     return (f"W&B dashboard definition written to {path}; publish it (after wandb sync) "
             f"with: {payload['publish']}")

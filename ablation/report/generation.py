@@ -42,7 +42,8 @@ STAGING_PREFIX = ".report-new-"
 KEEP_REPLACED = 3
 # What a report may write (for a folder whose report predates the manifest).
 REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison.html", "comparison.csv",
-                "factorial_effects.csv", "locality.csv", "locality_effects.csv")
+                "factorial_effects.csv", "locality.csv", "locality_effects.csv",
+                "wandb_dashboard.json")
 REPORT_GLOBS = ("*.png",)
 
 
@@ -61,6 +62,28 @@ def _earlier_files(out: Path) -> list[Path]:
         names = []
     return [out / n for n in names
             if n == Path(n).name and report_name(n) and is_regular(out / n)]
+
+
+def add_to_generation(out: Path, name: str, data: str | bytes) -> Path:
+    """Write one more file of the current generation (the W&B dashboard's
+    definition, made after the report) and list it in ``report.json``, so the
+    next report replaces it with the rest. A file of that name no report
+    listed is left alone: :class:`ReportError`."""
+    listed = _earlier_files(out)
+    if os.path.lexists(out / name) and out / name not in listed:
+        raise ReportError(f"{out / name} exists and no report there wrote it: nothing was "
+                          f"replaced; move it, or write the report elsewhere (--out DIR)")
+    try:
+        manifest = json.loads(read_text(out / MANIFEST, MANIFEST_LIMIT))
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+            raise ValueError("not a report manifest")
+    except (OSError, ValueError) as e:
+        raise ReportError(f"{out / MANIFEST} cannot be read ({e}): write the report again "
+                          f"first") from None
+    atomic_write(out / name, data, fsync=False)
+    manifest["files"] = sorted({*manifest["files"], name} - {None})
+    atomic_write(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", fsync=False)
+    return out / name
 
 
 def report_replaced_folder(out: Path) -> Path:
