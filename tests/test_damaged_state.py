@@ -169,3 +169,42 @@ def test_a_record_the_disk_refuses_keeps_what_was_measured(smoke_sweep, tmp_path
     assert not (tmp_path / "b" / "run.json").exists() and not list((tmp_path / "b").iterdir())
     assert "no record could be written" in done.stderr
     assert json.dumps(whole["metrics"]["test_top1"]) in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tamper, says", [
+    (lambda f: f.update(epoch=10**9, model="model-1000000000.keras"), "it claims epoch"),
+    (lambda f: f.update(model=".."), "not a checkpoint state"),
+    (lambda f: f.update(history=f["history"][:1]), "its history does not hold"),
+], ids=["epoch past the run", "model named ..", "short history"])
+def test_a_tampered_state_is_set_aside_and_an_older_one_used(checkpoints, tmp_path, caplog,
+                                                              tamper, says):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = _copy(checkpoints, tmp_path)
+    for name in ("state.json", "state-3.json"):
+        state = json.loads((folder / name).read_text())
+        tamper(state)
+        (folder / name).write_text(json.dumps(state))
+    with caplog.at_level(logging.WARNING):
+        loaded = load_checkpoint(folder, seed=0, epochs=3)
+    assert loaded is not None and loaded.epoch == 2
+    lines = [r.getMessage() for r in caplog.records if says in r.getMessage()]
+    assert len(lines) == 2 and all(len(line.splitlines()) == 1 for line in lines)
+    assert (tmp_path / "job").is_dir() and sorted(p.name for p in folder.iterdir()) == [
+        "model-2.keras", "model-3.keras", "state-2.json"]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_that_is_a_link_is_never_loaded(checkpoints, tmp_path, caplog):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = _copy(checkpoints, tmp_path)
+    outside = tmp_path / "elsewhere.keras"
+    (folder / "model-3.keras").rename(outside)
+    (folder / "model-3.keras").symlink_to(outside)
+    with caplog.at_level(logging.WARNING):
+        loaded = load_checkpoint(folder, seed=0, epochs=3)
+    assert loaded is not None and loaded.epoch == 2
+    assert any("model-3.keras is not a regular file" in r.getMessage() for r in caplog.records)
+    assert outside.exists()  # the link was set aside, not what it points at
