@@ -6,12 +6,15 @@ same overrides, refusing in one line what ``run_sweep.py`` would refuse.
 :func:`check_composes` and :func:`check_group_options` turn what Hydra would
 report as a block of lines or a traceback (an unknown group option, an
 override it cannot parse, a key that does not exist, an interpolation that
-cannot resolve) into one :class:`ConfigError` line.
+cannot resolve) into one :class:`ConfigError` line, and refuse a value taken
+from the environment where it must not be
+(:func:`ablation.config.environment.check_environment`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from ablation.config.environment import check_environment
 from ablation.config.folders import folder_suffix
 from ablation.config.hydra_internals import args_parser, config_loader
 from ablation.config.refusals import ConfigError
@@ -138,10 +141,13 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
         parsed_args, _ = args_parser().parse_known_args(args)
     except SystemExit:
         return  # argparse has said why
-    if parsed_args.config_dir or parsed_args.help or parsed_args.hydra_help:
-        return  # Hydra's own search path or help: left to Hydra
+    if parsed_args.help or parsed_args.hydra_help:
+        return  # Hydra's own help: left to Hydra
+    if parsed_args.config_dir:  # Hydra's own search path: left to Hydra, but for
+        _check_environment_with(parsed_args, folder)  # values from the environment
+        return
     parser = OverridesParser.create()
-    plain = []
+    plain, sweeps = [], []
     for text in parsed_args.overrides:
         try:
             (override,) = parser.parse_overrides([text])
@@ -149,13 +155,19 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
             raise ConfigError(explain(e)) from None
         if not override.is_sweep_override():
             plain.append(text)
+        else:
+            sweeps.append(override)
     name = parsed_args.config_name or "config"
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(Path(folder).resolve()), version_base="1.3"):
             try:
                 cfg = compose(name, plain)
-                return OmegaConf.to_container(cfg, resolve=True)
+                resolved = OmegaConf.to_container(cfg, resolve=True)
+                check_environment(cfg, sweeps)
+                return resolved
+            except ConfigError:
+                raise
             except Exception as e:
                 valid = []
                 if "Could not override" in str(e):
@@ -203,3 +215,27 @@ def check_group_options(args: list[str], folder: str | Path) -> None:
             if value not in options:
                 raise ConfigError(f"{group}={value} is unknown: the {group} options are "
                                   f"{', '.join(options)}")
+
+
+def _check_environment_with(parsed_args, folder: str | Path) -> None:
+    """:func:`check_environment` for a command line with ``--config-dir``: the
+    config composed with that folder on the search path; anything that does not
+    compose is left to Hydra, which reports it."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    extra = f"hydra.searchpath=[file://{Path(parsed_args.config_dir).resolve()}]"
+    GlobalHydra.instance().clear()
+    try:
+        overrides = OverridesParser.create().parse_overrides(parsed_args.overrides)
+        plain = [o.input_line for o in overrides if not o.is_sweep_override()]
+        with initialize_config_dir(str(Path(folder).resolve()), version_base="1.3"):
+            cfg = compose(parsed_args.config_name or CONFIG_NAME, [*plain, extra])
+            OmegaConf.to_container(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - Hydra reports it, in its own words
+        return
+    finally:
+        GlobalHydra.instance().clear()
+    check_environment(cfg, [o for o in overrides if o.is_sweep_override()])

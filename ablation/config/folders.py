@@ -14,6 +14,7 @@ from ablation.config.refusals import ConfigError
 from ablation.config.secrets import names_secret, override_key
 from ablation.config.settings import names_job_folder
 
+FOLDER_KEYS = ("name", "sweep_id", "run_name")  # each names one folder
 MAX_NAME_LENGTH = 120          # name, sweep_id, run_name
 MAX_FOLDER_NAME_LENGTH = 200   # a job folder: run_name plus the overrides that name it
 
@@ -90,7 +91,7 @@ def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> N
 def check_folder_names(config: Mapping, job_folder: str) -> None:
     """``name``, ``sweep_id``, ``run_name`` and the job folder's name, before
     anything is written under them."""
-    for key in ("name", "sweep_id", "run_name"):
+    for key in FOLDER_KEYS:
         if config.get(key) is not None:
             check_folder_name(key, config[key])
     check_folder_name(None, job_folder, MAX_FOLDER_NAME_LENGTH)

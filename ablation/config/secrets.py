@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import re
 
-# The one definition of a secret-looking key: its last dotted component
-# *contains* one of these words (``api_key_b64``, ``hf.tokens``,
-# ``aws.private_key``), case-insensitive. No key of this project's config does
-# (a test checks every composed key); over-hiding a value is harmless, leaking
-# one is not.
+# The one definition of a secret-looking key, by its last dotted component,
+# case-insensitive. Either it *contains* one of these words (``api_key_b64``,
+# ``hf.tokens``, ``aws.private_key``) ...
 _SECRET_WORDS = r"(?:api_?key|token|secret|passw(?:or)?d|passphrase|private_?key|credential|auth)"
-SECRET_KEY = re.compile(rf"{_SECRET_WORDS}[^.]*$", re.IGNORECASE)  # in the last component
+# ... or it *is*, or ends in, one of these short words after ``_``, ``-``, ``.``
+# or a camel-case capital: ``key`` (``deploy.key``, ``ssh_key``, ``access_key``,
+# ``sshKey``; never ``key_dim``, ``keys`` or ``monkey``), ``pwd`` (``db_pwd``),
+# and ``*_pat``, a personal access token (``hf_pat``; a bare ``pat`` is not).
+_SECRET_ENDINGS = (r"(?:(?<![a-z0-9])(?:key|pwd)|(?<=[a-z0-9])(?-i:Key|Pwd|Pat)"
+                   r"|(?<=[_-])pat)(?!\w)")
+# No key of this project's config matches either (a test checks every composed
+# key); over-hiding a value is harmless, leaking one is not.
+SECRET_KEY = re.compile(rf"(?:{_SECRET_WORDS}[^.]*|{_SECRET_ENDINGS})$", re.IGNORECASE)
 REDACTED = "***redacted***"
-# A secret-named key inside a dict value (``{token: 'a b'}``, ``[{'auth': x}]``)
-_NESTED_SECRET = re.compile(rf"""[\w+-]*{_SECRET_WORDS}[\w+-]*['"]?\s*:""", re.IGNORECASE)
+# A secret-named key inside a dict value (``{token: 'a b'}``, ``[{'auth': x}]``,
+# ``{ssh_key: x}``)
+_NESTED_SECRET = re.compile(rf"""(?:[\w+-]*{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS})['"]?\s*:""",
+                            re.IGNORECASE)
 
 
 def is_secret_key(key) -> bool:
@@ -25,11 +33,17 @@ def is_secret_key(key) -> bool:
     return bool(SECRET_KEY.search(str(key)))
 
 
-# Credentials inside any value: the user-info of a URL (``https://user:pass@host``;
-# everything between ``//`` and the last ``@`` before the host) ...
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"]*(?:@[^\s/?#@'\"]*)*@")
+# Credentials inside any value: the user-info of a URL. With a password
+# (``scheme://user:password@host``) the password may hold any character but
+# white space (``#``, ``@``, ``/``, ``:``, quotes: ``https://u:p@ss/w#rd@host``),
+# so everything up to the last ``@`` of the unbroken text is hidden (a ``@``
+# further along the path hides more than needed: harmless); without one, the
+# user-info is what lies between ``//`` and the last ``@`` before the host ...
+_URL_USERINFO = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^\s/?#:'\"]*:\S*|[^\s/?#@'\"]*(?:@[^\s/?#@'\"]*)*)@")
 # ... and ``token=...`` / ``password: ...`` inside a longer text.
-_EMBEDDED_SECRET = re.compile(rf"{_SECRET_WORDS}[\w+-]*['\"]?\s*[:=]", re.IGNORECASE)
+_EMBEDDED_SECRET = re.compile(rf"(?:{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS})['\"]?\s*[:=]",
+                              re.IGNORECASE)
 
 
 def holds_secret(value_text: str) -> bool:
@@ -65,8 +79,23 @@ def redact(value):
 # a key is not. Lines below it that are indented deeper (a YAML block scalar, a
 # multi-line plain or quoted value, a nested mapping) belong to the value too.
 _SECRET_ASSIGNMENT = re.compile(
-    rf"((?<![\w.+-])[\w.+-]*{_SECRET_WORDS}[\w+-]*['\"]?[ \t]*[:=][ \t]*)"
-    r"""('(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.)*"|[^\n]*[^\s]|)""", re.IGNORECASE)
+    rf"((?<![\w.+-])(?P<key>[\w.+-]*?(?:{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS}))"
+    r"['\"]?[ \t]*[:=][ \t]*)"
+    r"""(?P<value>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.)*"|[^\n]*[^\s]|)""", re.IGNORECASE)
+# A bare ``key`` or ``pwd`` (no ``deploy.`` or ``ssh_`` before it) is a key only
+# where a key can stand: first on its line (a YAML mapping, a list item), after
+# ``{`` or ``,`` (a flow mapping, an override list) or ``?``, ``&``, ``;`` (a
+# URL's query). Elsewhere it is a word of prose: Hydra's saved help text says
+# ``[KEY=VALUE ...]`` and ``Any key: KEY=VALUE``, which must stay as they are.
+_BARE_ENDING = re.compile(r"[+~]*(?:key|pwd)", re.IGNORECASE)
+_KEY_POSITION = re.compile(r"(?:^[ \t]*(?:-[ \t]+)?|[{,?&;][ \t]*)$")
+
+
+def _stands_as_key(text: str, match: re.Match) -> bool:
+    if not _BARE_ENDING.fullmatch(match.group("key")):
+        return True
+    line_start = text.rfind("\n", 0, match.start()) + 1
+    return bool(_KEY_POSITION.search(text[line_start:match.start()]))
 
 
 def _value_end(text: str, end: int, column: int) -> int:
@@ -92,12 +121,15 @@ def scrub_text(text: str) -> str:
     """Hide the whole value in ``key: value`` / ``key=value`` where the key
     looks secret, however many lines it spans, and the user-info of any URL."""
     text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    out, position = [], 0
-    while match := _SECRET_ASSIGNMENT.search(text, position):
+    out, position, start = [], 0, 0
+    while match := _SECRET_ASSIGNMENT.search(text, start):
+        if not _stands_as_key(text, match):
+            start = match.start() + 1
+            continue
         column = match.start() - (text.rfind("\n", 0, match.start()) + 1)
-        gap = "" if match.group(2) or match.group(1)[-1] in " \t=" else " "
-        out.append(text[position:match.start(2)] + gap + REDACTED)
-        position = _value_end(text, match.end(), column)
+        gap = "" if match.group("value") or match.group(1)[-1] in " \t=" else " "
+        out.append(text[position:match.start("value")] + gap + REDACTED)
+        position = start = _value_end(text, match.end(), column)
     return "".join(out) + text[position:]
 
 

@@ -16,13 +16,60 @@ def fits_gpu(size: int) -> bool:
     return size >= 16 and not size & (size - 1)
 
 
+# W&B's own limits, which wandb.init (or, offline, wandb sync) enforces only
+# when the run starts or is uploaded: a tag of 1 to 64 characters, a project
+# name of at most 128 characters without these, and an entity without them.
+WANDB_MAX_TAG = 64
+WANDB_MAX_PROJECT = 128
+WANDB_FORBIDDEN = "/\\#?%:"
+
+
+def _shown(text: str) -> str:
+    """A long value in a refusal, shortened as W&B shows it: its ends."""
+    return repr(text) if len(text) <= 43 else repr(f"{text[:20]}...{text[-20:]}")
+
+
+def check_wandb(cfg: Mapping) -> None:
+    """Refuse what W&B would refuse, before any job: a tag outside 1 to 64
+    characters (``wandb.tags``, and ``dataset.name`` and ``model.name``, with
+    which every logged run is tagged), a project name longer than 128
+    characters or holding ``/ \\ # ? % :``, an entity holding those."""
+    wandb = cfg.get("wandb") or {}
+    for key in ("project", "entity"):
+        text = None if wandb.get(key) is None else str(wandb[key])
+        if text is None:
+            continue
+        if bad := next((c for c in WANDB_FORBIDDEN if c in text), None):
+            raise ConfigError(f"wandb.{key}={_shown(text)} cannot name a W&B {key}: it contains "
+                              f"'{bad}' (W&B refuses any of {' '.join(WANDB_FORBIDDEN)} in one)")
+        if key == "project" and len(text) > WANDB_MAX_PROJECT:
+            raise ConfigError(f"wandb.project={_shown(text)} cannot name a W&B project: it is "
+                              f"{len(text)} characters (at most {WANDB_MAX_PROJECT})")
+    per_tag = f"W&B allows 1 to {WANDB_MAX_TAG} characters per tag"
+    for tag in map(str, wandb.get("tags") or []):
+        if not tag:
+            raise ConfigError(f"wandb.tags holds an empty tag; {per_tag}")
+        if len(tag) > WANDB_MAX_TAG:
+            raise ConfigError(f"wandb.tags: the tag {_shown(tag)} is {len(tag)} characters; "
+                              f"{per_tag}: shorten it")
+    if wandb.get("mode") == "disabled":
+        return
+    for group in ("dataset", "model"):  # every logged run is tagged with these too
+        name = str((cfg.get(group) or {}).get("name", ""))
+        if not name or len(name) > WANDB_MAX_TAG:
+            raise ConfigError(
+                f"{group}.name={_shown(name)} is {len(name)} characters, and every logged run "
+                f"is tagged with it: {per_tag}; shorten it, or use wandb.mode=disabled")
+
+
 def validate(cfg: Mapping) -> None:
     """Refuse a config that cannot train, with one line naming the fix: every
     value's type and range (:mod:`ablation.config.schema`), then what relates
-    two keys or the file system."""
+    two keys or the file system, then W&B's limits (:func:`check_wandb`)."""
     from ablation.config.schema import check_schema  # it reads the names above
 
     check_schema(cfg)
+    check_wandb(cfg)
     cache = cfg["gpu"].get("compilation_cache") if cfg.get("gpu") else None
     if cache is not None and Path(cache).expanduser().is_file():
         raise ConfigError(f"gpu.compilation_cache={cache!r} is a file, not a folder")

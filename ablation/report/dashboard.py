@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -119,8 +120,12 @@ def load_definition(data: Mapping):
 
 
 def publish_command(sweep: Path, project: str, entity: str | None) -> str:
-    return (f"python -m ablation.report {sweep} --wandb-dashboard --wandb-mode online "
-            f"--project {project} --entity {entity or '<your W&B entity>'}")
+    """The command that saves the view online, shell-quoted to paste as it is.
+    Without an entity it names none: the view goes to the credentials' default
+    entity, as :func:`make_dashboard` does online."""
+    return shlex.join(["python", "-m", "ablation.report", str(sweep), "--wandb-dashboard",
+                       "--wandb-mode", "online", "--project", str(project),
+                       *(["--entity", str(entity)] if entity else [])])
 
 
 def make_dashboard(runs: pd.DataFrame, out: Path, settings: Mapping, group: str | None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -84,8 +85,11 @@ def _log(run, table, effects, images, directory: Path) -> dict:
 
 def sync_command(folder: Path) -> str:
     """``wandb sync`` for a sweep folder's offline runs: every job's (``<job>/wandb/``)
-    and the report's (``<folder>/wandb/``)."""
-    return f"wandb sync {folder}/wandb/offline-run-* {folder}/*/wandb/offline-run-*"
+    and the report's (``<folder>/wandb/``). The folder is shell-quoted, the
+    patterns after it are not: pasted, it uploads those runs and runs nothing
+    else, whatever the folder's name holds (``;``, ``$(...)``, spaces, quotes)."""
+    quoted = shlex.quote(str(folder))
+    return f"wandb sync {quoted}/wandb/offline-run-* {quoted}/*/wandb/offline-run-*"
 
 
 def report_run_id(group: str | None, directory: Path) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -203,7 +204,8 @@ def open_run(mode: str, output_dir: Path, **init):
                     reason = f"{type(e).__name__}: {first}"
             if run is None:
                 log.warning("W&B online is unavailable (%s); logging offline instead, upload "
-                            "later with: wandb sync %s/wandb/offline-run-*", reason, output_dir)
+                            "later with: wandb sync %s/wandb/offline-run-*", reason,
+                            shlex.quote(str(output_dir)))
         if run is None:
             run = wandb.init(mode="offline" if mode == "online" else mode, **init,
                              settings=wandb.Settings(**extra_settings))
@@ -327,7 +329,8 @@ def where(run) -> str:
     """One line: where the run is and how to upload it (offline) or its page (online)."""
     folder = Path(run.dir).parent
     if run.offline:
-        return f"W&B offline run {run.id} in {folder} (upload later: wandb sync {folder})"
+        return (f"W&B offline run {run.id} in {folder} (upload later: "
+                f"{shlex.join(['wandb', 'sync', str(folder)])})")
     return f"W&B run {run.id}: {run.url or folder}"
 
 

@@ -9,6 +9,7 @@ lists the failed jobs (:mod:`ablation.sweep.outcomes`).
 from __future__ import annotations
 
 import logging
+import shlex
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -160,11 +161,11 @@ class SweepEnd(Callback):
         except OSError as e:  # a read-only folder, a full disk
             log.warning("no report: it could not be written to %s (%s); write it elsewhere: "
                         "python -m ablation.report %s --out DIR", sweep_dir,
-                        e.strerror or e, sweep_dir)
+                        e.strerror or e, shlex.quote(str(sweep_dir)))
             return
         except Exception:
             log.exception("the report failed; rerun it with: python -m ablation.report %s",
-                          sweep_dir)
+                          shlex.quote(str(sweep_dir)))
             return
         print(report.markdown, flush=True)
         log.info("report: %s", ", ".join(str(f) for f in report.files))

@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import socket
 from datetime import datetime
 from pathlib import Path
@@ -153,8 +154,9 @@ def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, 
     if busy:
         lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
         lines += [f"  {detail}" for _, detail in busy]
-        lines.append(f"  once it ends, the report with them: python -m ablation.report "
-                     f"{shown_path(Path(str(sweep_dir)).resolve())}")
+        folder = shown_path(Path(str(sweep_dir)).resolve())
+        report = shlex.join(["python", "-m", "ablation.report", str(folder)])
+        lines.append(f"  once it ends, the report with them: {report}")
     if failures:
         lines.append(f"{len(failures)} run(s) failed:")
         lines += [f"  {folder}: {error}" for folder, error in failures]
