@@ -366,6 +366,10 @@ def check_no_links(root: str | Path, folder: str | Path, names=()) -> None:
         if (folder / name).is_symlink():
             raise UnsafeFile(f"{folder / name} is a symbolic link where the suite writes its "
                              f"own file: remove it")
+        if os.path.lexists(folder / name) and not (is_regular(folder / name)
+                                                   or is_folder(folder / name)):
+            raise UnsafeFile(f"{folder / name} is a FIFO, socket or device where the suite "
+                             f"writes its own file: remove it")
 
 
 def replaced_folder(folder: str | Path) -> Path:

@@ -151,3 +151,48 @@ def test_the_lock_file_is_never_a_link_or_a_fifo(tmp_path):
     with pytest.raises(UnsafeFile, match="not a regular file"):
         files.open_lock(tmp_path / ".report.lock")
     assert (tmp_path / "elsewhere").read_text() == "x"
+
+
+def test_a_fifo_where_the_suite_writes_is_refused_before_anything_opens_it(tmp_path):
+    """Hydra opens run_sweep.log, .hydra/config.yaml and multirun.yaml for writing:
+    a FIFO there would block forever, so the check before any job refuses it."""
+    from ablation.config import ConfigError
+    from ablation.sweep.preflight import check_paths
+
+    job = {"results_dir": str(tmp_path / "results")}
+    folder = tmp_path / "results" / "sweep" / "vit-s0"
+    (folder / ".hydra").mkdir(parents=True)
+    for name in ("run_sweep.log", ".hydra/config.yaml", "wandb/.cache", "../multirun.yaml",
+                 "../.sweeps"):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+        with pytest.raises(ConfigError, match="FIFO, socket or device"):
+            check_paths(job, folder)
+        path.unlink()
+    (folder / "wandb" / ".data").symlink_to(tmp_path)  # W&B would stage through it
+    with pytest.raises(ConfigError, match="symbolic link"):
+        check_paths(job, folder)
+
+
+def test_a_record_with_a_5000_digit_number_is_skipped_not_a_traceback(tmp_path):
+    from ablation.runs.record import RecordError, read_record
+
+    (tmp_path / "run.json").write_text('{"status": ' + "1" * 5000 + "}")
+    with pytest.raises(RecordError):
+        read_record(tmp_path / "run.json")
+
+
+def test_a_finished_job_removes_only_the_checkpoint_files_it_wrote(tmp_path):
+    from ablation.train.checkpoint import remove
+
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    for name in ("model-2.keras", "model-3.keras", "state-3.json", "state.json",
+                 ".model-4.keras.abc123.keras", "my_notes.txt"):
+        (folder / name).write_text("x")
+    remove(folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["my_notes.txt"]
+    (folder / "my_notes.txt").unlink()
+    remove(folder)
+    assert not folder.exists()

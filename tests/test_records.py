@@ -121,8 +121,8 @@ def test_new_optional_fields_and_extra_keys_are_read(tmp_path):
     folder = record(tmp_path, True, True, True, 0, 0.6)
     rec = json.loads((folder / "run.json").read_text())
     rec.update(trainable_params=900, protocol="official", resumed_from_epochs=[1, 2],
-               resumed_from_epoch=2, diagnostics={"probe_images": 8, "layers": [],
-                                                  "summary": {}},
+               resumed_from_epoch=2, diagnostics={"probe_images": 8, "layers": [], "summary": {
+                   "mean_distance_px": 3.0, "normalized_entropy": 0.5}},
                future_field={"anything": ["goes"]})
     rec["metrics"].update(best_test_top1=0.61, best_test_top5=0.9, best_test_epoch=2)
     rec["history"][0].update({"locality/block_0": 1.5, "temperature/block_1": 3.9})

@@ -134,3 +134,16 @@ def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
         (stage / "comparison.md").write_text("second")
     assert not (tmp_path / "wandb_dashboard.json").exists()  # set aside with its generation
     assert list(tmp_path.glob(".replaced/report-*/wandb_dashboard.json"))
+
+
+def test_pruning_never_touches_a_folder_named_like_a_report_by_its_user(tmp_path):
+    from ablation.report.generation import prune_replaced
+
+    mine = tmp_path / ".replaced" / "report-2025-paper-final"
+    mine.mkdir(parents=True)
+    (mine / "top1.png").write_bytes(b"the paper's figure")
+    for n in range(KEEP_REPLACED + 2):
+        with generation(tmp_path) as stage:
+            (stage / "comparison.md").write_text(str(n))
+        prune_replaced(tmp_path)
+    assert (mine / "top1.png").read_bytes() == b"the paper's figure"

@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -44,7 +45,10 @@ KEEP_REPLACED = 3
 REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison.html", "comparison.csv",
                 "factorial_effects.csv", "locality.csv", "locality_effects.csv",
                 "wandb_dashboard.json")
-REPORT_GLOBS = ("*.png",)
+REPORT_GLOBS = ("top1.png", "val_top1.png", "temperature.png", "locality_distance.png",
+                "locality_entropy.png", "attention_maps.png", "attention_maps_*.png")
+# What a set-aside generation is named (report_replaced_folder): nothing else is pruned.
+GENERATION_NAME = re.compile(r"^report-\d{8}-\d{6}-\d{6}$")
 
 
 def report_name(name: str) -> bool:
@@ -129,8 +133,8 @@ def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:
     allowed = {*REPORT_NAMES, MANIFEST, "wandb"}
 
     def report_only(entry: Path) -> bool:
-        return entry.name.startswith("report-") and is_folder(entry) and all(
-            p.name in allowed or p.suffix == ".png" for p in entries(entry))
+        return bool(GENERATION_NAME.match(entry.name)) and is_folder(entry) and all(
+            report_name(p.name) or p.name in allowed for p in entries(entry))
 
     generations = sorted((e for e in entries(folder) if report_only(e)),
                          key=lambda e: e.name.removeprefix("report-"))

@@ -235,8 +235,8 @@ def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str
 def wandb_folders(folder: Path) -> Iterator[None]:
     """W&B's data (artifact staging) and cache folders inside ``folder`` for the
     block, unless the user chose them (``WANDB_DATA_DIR``, ``WANDB_CACHE_DIR``)."""
-    chosen = {name: str(folder / sub) for name, sub in WANDB_FOLDERS.items()
-              if name not in USER_WANDB_FOLDERS}
+    chosen = {name: str(make_folder(folder / sub)) for name, sub in WANDB_FOLDERS.items()
+              if name not in USER_WANDB_FOLDERS}  # never a link: W&B would write through it
     saved = {name: os.environ.get(name) for name in chosen}
     os.environ.update(chosen)
     try:

@@ -204,7 +204,7 @@ def apart(first: dict, second: dict) -> str:
 JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
              ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
              "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
-             ".replaced")
+             "wandb/.data", "wandb/.cache", ".replaced")
 SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report",
                "report.json", "wandb")
 

@@ -37,9 +37,9 @@ import ablation.model  # noqa: F401
 import ablation.train.optimizer  # noqa: F401
 import ablation.train.schedules  # noqa: F401
 from ablation.data.formats import one_line
-from ablation.files import (UnsafeFile, atomic_write, entries, fsync_path, is_regular,
-                            make_folder, remove_file, remove_tree, replaced_folder, save_with,
-                            set_aside)
+from ablation.files import (UnsafeFile, atomic_write, entries, fsync_path, is_folder,
+                            is_regular, make_folder, remove_empty_folder, remove_file,
+                            replaced_folder, save_with, set_aside)
 from ablation.runs.record import STATE_FILE, StateError, read_state_file
 from ablation.train.epoch_metrics import EpochMetrics
 
@@ -171,4 +171,11 @@ def _sort_key(path: Path) -> int:
 
 
 def remove(directory: str | Path) -> None:
-    remove_tree(directory)
+    """Remove the checkpoint files a run wrote (models, states, their temporary
+    files), then the folder if that leaves it empty: anything else stays."""
+    for entry in entries(directory, "*"):
+        ours = (_epoch_of(entry) is not None or entry.name == STATE_FILE
+                or entry.name.startswith((".model-", ".state-", f".{STATE_FILE}.")))
+        if ours and not is_folder(entry):
+            remove_file(entry)
+    remove_empty_folder(directory)
