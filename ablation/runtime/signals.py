@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # SIGTERM always; SIGUSR2 only where a launcher (submitit) already handles it.
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+STOP_CODES = frozenset(128 + s for s in (signal.SIGINT, *PREEMPTION_SIGNALS))  # exit statuses
 _active = False  # an outer interruptible() block already handles them
 _pending: int | None = None  # the signal that stopped the job, until the block ends
 
@@ -70,6 +71,15 @@ def exit_code(error: BaseException) -> int:
 def stop_name(error: BaseException) -> str:
     """``SIGTERM`` for a signal, ``Ctrl-C`` for a keyboard interrupt."""
     return error.signal_name if isinstance(error, Interrupted) else "Ctrl-C"
+
+
+def stay_stopped() -> None:
+    """For a process ending on a stop: ignore any later Ctrl-C or preemption
+    signal, so the exit status stays the first stop's (Python puts its own
+    handlers back to the default while it shuts down, and a second Ctrl-C
+    there would end the process by the signal instead)."""
+    for signum in (signal.SIGINT, *PREEMPTION_SIGNALS):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,8 @@ from ablation.runs.record import RECORD_FILENAME  # noqa: E402
 from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
 from ablation.runtime.process import freeze_imported_objects  # noqa: E402
-from ablation.runtime.signals import exit_code, interruptible, stop_name  # noqa: E402
+from ablation.runtime.signals import (STOP_CODES, exit_code, interruptible,  # noqa: E402
+                                      stay_stopped, stop_name)
 from ablation.runtime.sweep_context import SweepContext, current, publish, update  # noqa: E402
 from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
@@ -187,6 +188,7 @@ def main() -> None:
                 run_hydra([*sys.argv[1:], *shared])
     except KeyboardInterrupt as e:  # between jobs, or before the first
         print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
+        stay_stopped()
         sys.exit(exit_code(e))
     except ConfigError as e:
         print_refusal(e)
@@ -195,6 +197,10 @@ def main() -> None:
         print_refusal(e.message)
         remove_all_created()
         sys.exit(2)
+    except SystemExit as e:  # (after Refused, which is one) a job stopped by a signal
+        if e.code in STOP_CODES:
+            stay_stopped()
+        raise
     finally:  # a sweep stopped before SweepEnd: its outcome folder goes all the same
         if folder := current().outcomes:
             outcomes.finish(folder)
