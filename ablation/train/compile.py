@@ -113,5 +113,19 @@ def compiled_model(config: Mapping, data: Dataset, statistics) -> keras.Model:
     model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)
     passes = int(trainer.get("passes_per_epoch", 1))
     steps_per_epoch = math.ceil(len(data.x_train) * passes / int(trainer["batch_size"]))
-    return compile_model(model, trainer, steps_per_epoch, data.num_classes,
-                         soft_targets=soft_targets(trainer, config.get("augmentation") or {}))
+    model = compile_model(model, trainer, steps_per_epoch, data.num_classes,
+                          soft_targets=soft_targets(trainer, config.get("augmentation") or {}))
+    return with_optimizer_state(model)
+
+
+def with_optimizer_state(model: keras.Model) -> keras.Model:
+    """``model`` with its optimizer's variables made (a no-op where they exist).
+
+    Keras makes them on the first training step, and on TensorFlow (without a
+    distribution strategy) that step is inside ``tf.function``, which traces a
+    function that creates variables twice: once to make them, once more
+    without. Made beforehand, the training step is traced once. The values do
+    not change: the slots start at zero either way."""
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    return model

@@ -24,7 +24,7 @@ from ablation.runtime.provenance import UNKNOWN_CODE, code_history
 from ablation.runtime.signals import pending_stop
 from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
-from ablation.train.compile import compiled_model, pad_batches, use_precision
+from ablation.train.compile import compiled_model, pad_batches, use_precision, with_optimizer_state
 from ablation.train.epoch_metrics import EpochMetrics
 from ablation.train.inputs import evaluation_split, protocol_data, training_inputs
 from ablation.train.progress import prints_lines
@@ -180,7 +180,7 @@ def _build_or_resume(config: Mapping, data: Dataset, resume_from: Checkpoint | N
         epochs.restore(resume_from.state)
         log.info("resuming from the end of epoch %d", resume_from.epoch)
         # reseeded by the loader; a checkpoint written with other statistics keeps them
-        return (resume_from.model, resume_from.epoch,
+        return (with_optimizer_state(resume_from.model), resume_from.epoch,
                 model_statistics(resume_from.model, statistics))
     with phases("build"):
         model = compiled_model(config, data, statistics)
