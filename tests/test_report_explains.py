@@ -145,6 +145,25 @@ def test_holm_corrects_the_family_and_keeps_the_uncorrected_interval(four_by_thr
     assert "uncorrected" in report.markdown
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_holm_is_statsmodels_holm_with_nan_left_out(seed):
+    """The report's Holm adjustment equals statsmodels' ``multipletests``
+    over the finite p-values, for families with ties, values near 1 and NaNs."""
+    from statsmodels.stats.multitest import multipletests
+
+    from ablation.report.stats import holm
+
+    rng = np.random.default_rng(seed)
+    p = rng.choice([*rng.uniform(0, 1, 5), 0.01, 0.01, 0.9, 0.049], size=int(rng.integers(1, 10)))
+    p[rng.random(p.size) < 0.2] = np.nan
+    got = holm(p)
+    finite = np.isfinite(p)
+    assert np.isnan(got[~finite]).all()
+    if finite.any():
+        np.testing.assert_allclose(got[finite], multipletests(p[finite], method="holm")[1],
+                                   rtol=0, atol=1e-15)
+
+
 def test_holm_turns_off_bold_that_an_uncorrected_interval_would_give(tmp_path):
     """Seven variants each about 1 pp better (differences 1.0, 1.3, 0.7 by seed, p = 0.03):
     every uncorrected interval excludes zero, none survives Holm over seven tests."""

@@ -299,30 +299,51 @@ print(jax.numpy.zeros(2).shape)
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("backend, keras_json, loaded, jax_loaded", [
-    (None, None, "tensorflow", False),          # the default: TensorFlow, JAX hidden
-    ("tensorflow", None, "tensorflow", False),  # asked for by name
-    ("", None, "tensorflow", False),            # an empty KERAS_BACKEND: Keras ignores it
-    (None, '{"backend": "jax"}', "jax", True),  # keras.json asks for JAX
-    (None, "{not json", "tensorflow", False),   # not JSON: Keras's default, as Keras reads it
-    ("jax", None, "jax", True),                 # KERAS_BACKEND asks for JAX
-])
-def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded,
-                                                   jax_loaded):
-    """TensorFlow's tf.lite imports JAX for a converter no job uses (start-up time and
-    memory per process): hidden while Keras loads TensorFlow, never when Keras
-    is set to load JAX, and importable afterwards in every case."""
-    pytest.importorskip("jax")
+BACKEND_CASES = [
+    (None, None, "tensorflow"),            # the default: TensorFlow
+    ("tensorflow", None, "tensorflow"),    # asked for by name
+    ("", None, "tensorflow"),              # an empty KERAS_BACKEND: Keras ignores it
+    (None, '{"backend": "jax"}', "jax"),   # keras.json asks for JAX
+    (None, "{not json", "tensorflow"),     # not JSON: Keras's default, as Keras reads it
+    ("jax", None, "jax"),                  # KERAS_BACKEND asks for JAX
+]
+
+
+def backend_env(tmp_path, backend, keras_json) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env["KERAS_HOME"] = str(tmp_path)
     if backend is not None:
         env["KERAS_BACKEND"] = backend
     if keras_json:
         (tmp_path / "keras.json").write_text(keras_json)
+    return env
+
+
+@pytest.mark.parametrize("backend, keras_json, loaded", BACKEND_CASES)
+def test_the_backend_is_read_as_keras_reads_it(tmp_path, monkeypatch, backend, keras_json,
+                                               loaded):
+    """What decides whether JAX is hidden: the backend Keras will load, read
+    without importing it (the process test below checks Keras agrees)."""
+    from ablation.config.backend import keras_backend_setting
+
+    monkeypatch.setattr(os, "environ", backend_env(tmp_path, backend, keras_json))
+    assert keras_backend_setting()[0] == loaded
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, keras_json, loaded",
+                         [case for case in BACKEND_CASES if case[:2] in (
+                             ("", None), (None, '{"backend": "jax"}'), (None, "{not json"))])
+def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded):
+    """TensorFlow's tf.lite imports JAX for a converter no job uses (start-up time and
+    memory per process): hidden while Keras loads TensorFlow, never when Keras
+    is set to load JAX, and importable afterwards in every case. A process per
+    case: the cases where the environment and keras.json each decide."""
+    pytest.importorskip("jax")
     if loaded == "tensorflow":
         pytest.importorskip("tensorflow")
-    result = subprocess.run([sys.executable, "-c", HIDDEN_JAX, str(ROOT)], env=env,
+    result = subprocess.run([sys.executable, "-c", HIDDEN_JAX, str(ROOT)],
+                            env=backend_env(tmp_path, backend, keras_json),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == [loaded, str(jax_loaded), "(2,)"]
+    assert result.stdout.split() == [loaded, str(loaded == "jax"), "(2,)"]
