@@ -4,8 +4,9 @@ and hand-made records for the reporter's tests. Plain helpers (the config, the
 command line, W&B's view of a run) are in tests/helpers/; tests import them
 from there, never from here.
 
-Lanes: ``-m "not slow"`` leaves out what trains a model or runs the command
-line end to end (the ``slow`` marker); the full suite is what CI runs. Both run
+Lanes: ``-m "not slow"`` leaves out what trains a model, runs the command
+line end to end or takes more than a few seconds (the ``slow`` marker); the
+full suite is what CI runs. Both run
 in worker processes (pytest-xdist, ``-n auto`` in pyproject.toml), which share
 the smoke sweep.
 """
