@@ -133,9 +133,12 @@ def test_multirun_cfg_with_package_and_resolve(tmp_path):
     (["--info", "all", "--cfg", "job"], "--cfg and --info cannot be combined"),
     (["--resolve"], "--resolve goes with --cfg"),
     (["-m", "--cfg", "job", "trainer.epoch=1,2"], "trainer.epoch is not a config key"),
+    (["-m", "--cfg", "hydra", "-p", "hydra.sweep.subdir", "--resolve"],
+     "use --cfg all --resolve, with -p hydra.<key>"),
+    (["--cfg", "hydra", "-p", "hydra.run.dir"], "use --cfg all --resolve, with -p hydra.<key>"),
 ], ids=["-m --info", "-m --info with sweep values", "--cfg with sweep values",
         "--info with sweep values", "sweep values without -m", "--cfg --info", "--resolve alone",
-        "-m --cfg, a typo'd key"])
+        "-m --cfg, a typo'd key", "--cfg hydra --resolve", "--cfg hydra, a folder"])
 def test_what_hydra_refuses_in_a_traceback_is_one_line(tmp_path, args, message):
     result = run_in_process(*args, f"results_dir={tmp_path}/results")
     assert result.returncode == 2, result.stdout[-1000:] + result.stderr[-1000:]
@@ -143,6 +146,16 @@ def test_what_hydra_refuses_in_a_traceback_is_one_line(tmp_path, args, message):
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
     assert result.stdout == ""  # nothing half-printed, not even a first job's config
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["--cfg", "hydra", "-p", "hydra.job.name", "--resolve"], "run_sweep"),
+    (["--cfg", "all", "-p", "hydra.run.dir", "--resolve"], "/spt+lsa+temp-s0"),
+], ids=["--cfg hydra, a key naming no job key", "--cfg all, a folder"])
+def test_hydras_config_that_resolves_is_shown(tmp_path, args, shown):
+    result = run_in_process(*args, f"results_dir={tmp_path}/results")
+    assert result.returncode == 0, result.stderr[-1000:]
+    assert result.stdout.strip().endswith(shown), result.stdout
 
 
 @pytest.mark.parametrize("args", [["--info", "nonsense"],

@@ -92,6 +92,13 @@ def check_commands(args: list[str]) -> bool:
         raise ConfigError(f"{' and '.join(given)} cannot be combined: use one of them")
     if parsed.resolve and parsed.cfg is None:
         raise ConfigError("--resolve goes with --cfg: e.g. --cfg job --resolve")
+    package = (parsed.package or "hydra").removeprefix("_global_.")
+    folders = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")  # name job keys
+    if parsed.cfg == "hydra" and (package in folders or parsed.resolve and (
+            package in ("hydra", "hydra.run", "hydra.sweep"))):
+        raise ConfigError("--cfg hydra leaves out the job's keys (run_name, results_dir) that "
+                          "Hydra's folders name, so they cannot be resolved: use --cfg all "
+                          "--resolve, with -p hydra.<key> for one of them")
     try:
         sweeps = [o.input_line for o in OverridesParser.create().parse_overrides(
             parsed.overrides) if o.is_sweep_override()]
