@@ -29,8 +29,11 @@ def test_bench_sweep_refuses_a_checkout_without_run_sweep(tmp_path):
 
 @pytest.mark.slow
 def test_bench_train_concurrent_adds_up_processes_training_at_once(capsys, monkeypatch):
-    monkeypatch.setattr("sys.argv", ["bench", "train", "experiment=smoke", "--steps", "2",
-                                     "--warmup", "1", "--rounds", "1", "--concurrent", "2"])
+    # one block: each of the three processes traces a smaller model (the plumbing is
+    # the same)
+    monkeypatch.setattr("sys.argv", ["bench", "train", "experiment=smoke", "model.depth=1",
+                                     "--steps", "2", "--warmup", "1", "--rounds", "1",
+                                     "--concurrent", "2"])
     bench_main()
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["concurrent"] == 2 and out["params"] > 0
