@@ -333,6 +333,9 @@ W_AND_B = {
                      "cannot name a W&B project: it is 129 characters (at most 128)"),
     "entity with a slash": (["wandb.entity=me/team"],
                             "wandb.entity='me/team' cannot name a W&B entity: it contains '/'"),
+    "group too long": (["wandb.group=" + "g" * 129],
+                       "wandb.group='gggggggggggggggggggg...gggggggggggggggggggg' is 129 "
+                       "characters: W&B allows at most 128"),
     "dataset name as a tag": (["wandb.mode=offline", "dataset.name=" + "d" * 70],
                               "dataset.name='ddd"),  # the suite tags runs with it
 }
@@ -348,7 +351,8 @@ def test_wandb_limits_are_checked_with_the_config(overrides, message):
 
 def test_wandb_limits_allow_what_wandb_allows():
     validate(compose_config(["experiment=smoke", "wandb.tags=[" + "t" * 64 + ",b]",
-                             "wandb.project=" + "p" * 128, "wandb.entity=my-team_2"]))
+                             "wandb.project=" + "p" * 128, "wandb.entity=my-team_2",
+                             "wandb.group=" + "g" * 128]))
     validate(compose_config(["experiment=smoke", "wandb.project='my project (v2)'"]))
     validate(compose_config(["experiment=smoke", "wandb.mode=disabled",
                              "dataset.name=" + "d" * 70]))  # no W&B run, no tag
@@ -363,3 +367,19 @@ def test_a_wandb_limit_stops_the_sweep_before_anything_is_written(tmp_path, case
                             "dataset.limit_test=32", "wandb.mode=disabled",
                             "report.after_sweep=false", "seed=0,1", *overrides)
     assert_refused(result, message, tmp_path)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--project", "a/b"], "--project 'a/b' cannot name a W&B project: it contains '/'"),
+    (["--project", "p" * 129], "it is 129 characters (at most 128)"),
+    (["--entity", "team#1"], "--entity 'team#1' cannot name a W&B entity: it contains '#'"),
+], ids=["project with a slash", "project too long", "entity with a hash"])
+def test_the_reports_wandb_flags_are_checked_before_anything_is_written(
+        four_by_three, capsys, flags, message):
+    from ablation.report.__main__ import main as report_main
+
+    before = sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*"))
+    assert report_main([str(four_by_three), "--wandb-mode", "offline", *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*")) == before

@@ -18,9 +18,11 @@ def fits_gpu(size: int) -> bool:
 
 # W&B's own limits, which wandb.init (or, offline, wandb sync) enforces only
 # when the run starts or is uploaded: a tag of 1 to 64 characters, a project
-# name of at most 128 characters without these, and an entity without them.
+# name of at most 128 characters without these, an entity without them, and a
+# group of at most 128 characters.
 WANDB_MAX_TAG = 64
 WANDB_MAX_PROJECT = 128
+WANDB_MAX_GROUP = 128   # the server's column; a longer group fails the upload
 WANDB_FORBIDDEN = "/\\#?%:"
 
 
@@ -29,22 +31,34 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 43 else repr(f"{text[:20]}...{text[-20:]}")
 
 
+def check_wandb_destination(project, entity, spelled: str = "wandb.{key}=") -> None:
+    """Refuse a W&B project longer than 128 characters or holding ``/ \\ # ? % :``,
+    and an entity holding those (None: not given). ``spelled`` names the setting
+    in the refusal (``wandb.project=``, or a flag's ``--project ``)."""
+    for key, value in (("project", project), ("entity", entity)):
+        if value is None:
+            continue
+        text, given = str(value), spelled.format(key=key)
+        if bad := next((c for c in WANDB_FORBIDDEN if c in text), None):
+            raise ConfigError(f"{given}{_shown(text)} cannot name a W&B {key}: it contains "
+                              f"'{bad}' (W&B refuses any of {' '.join(WANDB_FORBIDDEN)} in one)")
+        if key == "project" and len(text) > WANDB_MAX_PROJECT:
+            raise ConfigError(f"{given}{_shown(text)} cannot name a W&B project: it is "
+                              f"{len(text)} characters (at most {WANDB_MAX_PROJECT})")
+
+
 def check_wandb(cfg: Mapping) -> None:
     """Refuse what W&B would refuse, before any job: a tag outside 1 to 64
     characters (``wandb.tags``, and ``dataset.name`` and ``model.name``, with
     which every logged run is tagged), a project name longer than 128
-    characters or holding ``/ \\ # ? % :``, an entity holding those."""
+    characters or holding ``/ \\ # ? % :``, an entity holding those, a group
+    longer than 128 characters."""
     wandb = cfg.get("wandb") or {}
-    for key in ("project", "entity"):
-        text = None if wandb.get(key) is None else str(wandb[key])
-        if text is None:
-            continue
-        if bad := next((c for c in WANDB_FORBIDDEN if c in text), None):
-            raise ConfigError(f"wandb.{key}={_shown(text)} cannot name a W&B {key}: it contains "
-                              f"'{bad}' (W&B refuses any of {' '.join(WANDB_FORBIDDEN)} in one)")
-        if key == "project" and len(text) > WANDB_MAX_PROJECT:
-            raise ConfigError(f"wandb.project={_shown(text)} cannot name a W&B project: it is "
-                              f"{len(text)} characters (at most {WANDB_MAX_PROJECT})")
+    check_wandb_destination(wandb.get("project"), wandb.get("entity"))
+    group = "" if wandb.get("group") is None else str(wandb["group"])
+    if len(group) > WANDB_MAX_GROUP:
+        raise ConfigError(f"wandb.group={_shown(group)} is {len(group)} characters: W&B "
+                          f"allows at most {WANDB_MAX_GROUP} in a group name; shorten it")
     per_tag = f"W&B allows 1 to {WANDB_MAX_TAG} characters per tag"
     for tag in map(str, wandb.get("tags") or []):
         if not tag:

@@ -6,6 +6,8 @@ import logging
 import sys
 from pathlib import Path
 
+from ablation.config.refusals import ConfigError
+from ablation.config.validate import check_wandb_destination
 from ablation.runs.record import RecordError
 from ablation.report.load import ReportError
 from ablation.report.write import write_report
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     settings = {k: v for k, v in (("mode", args.wandb_mode), ("project", args.project),
                                   ("entity", args.entity)) if v}
+    try:
+        check_wandb_destination(args.project, args.entity, spelled="--{key} ")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         report = write_report(args.path, out_dir=args.out, wandb_settings=settings,
                               make_plots=not args.no_plots, split_by_code=args.split_by_code)
