@@ -163,3 +163,23 @@ def test_a_stop_swallowed_during_training_is_raised_again_at_the_next_batch():
         assert exit_code(stop.value) == 128 + signum
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     check.on_epoch_end(0)  # outside the block nothing is pending
+
+
+def test_a_stop_while_the_data_loads_leaves_an_interrupted_record(tmp_path, monkeypatch):
+    """Between the folder's lock and training (the data loading: seconds for
+    CIFAR) a stop still leaves a record saying so, and the rerun starts the job."""
+    from ablation.job import run_job
+    from tests.helpers.config import compose
+
+    def stopped(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr("ablation.job.lifecycle.load_dataset_cached", stopped)
+    job = tmp_path / "job"
+    with pytest.raises(Interrupted):
+        run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0"), job)
+    record = read_record(job / "run.json")
+    assert record["status"] == "interrupted" and record["epochs_completed"] == 0
+    assert record["error"] == ("interrupted by SIGTERM before its first epoch ended; rerun the "
+                               "same command to start it")
+    assert "data" not in record["timings"] and record["data"]  # which data it was to read

@@ -153,15 +153,15 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
             return previous, "skipped"
     else:
         set_aside_outputs(output_dir)
-    # Data problems (no network, a bad path) surface here, before any record
-    # or W&B run exists.
     started, clock = time.time(), time.perf_counter()
-    data = load_dataset_cached(config["dataset"], int(config["seed"]))
     record = base_record(config)
     record["data"] = dict(fingerprint)  # a failed run says which data it failed on too
-    record["timings"] = {"job_started_unix": round(started, 3),
-                         "data": round(time.perf_counter() - clock, 3)}
+    record["timings"] = {"job_started_unix": round(started, 3)}
     try:
+        # Data problems (no network, a bad path) surface here and leave no
+        # record or W&B run; a stop while the data loads leaves an interrupted one.
+        data = load_dataset_cached(config["dataset"], int(config["seed"]))
+        record["timings"]["data"] = round(time.perf_counter() - clock, 3)
         # Keras' names and global state, and the one collection per job: the
         # last job's model, graphs and data copies only become garbage once its
         # run_job has returned or raised

@@ -83,7 +83,9 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
         status = "interrupted"
         start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
         message = (f"interrupted by {stop_name(error)} after epoch {len(kept)}; rerun the "
-                   f"same command to resume {start}")
+                   f"same command to resume {start}" if kept else
+                   f"interrupted by {stop_name(error)} before its first epoch ended; rerun the "
+                   f"same command to start it")
     record.update(status=status, error=message,
                   traceback="".join(traceback.format_exception(error)),
                   history=kept, epochs_completed=len(kept),
