@@ -247,6 +247,9 @@ def test_reporting_again_updates_the_one_wandb_report_run(four_by_three, wandb_c
     assert run_dir.name.endswith(again.wandb["id"])
     (earlier,) = four_by_three.glob(".replaced/*/wandb/offline-run-*")  # set aside
     assert earlier.name.endswith(first.wandb["id"]) and earlier.name != run_dir.name
+    # with the files it reported beside: one generation set aside per report
+    (generation,) = four_by_three.glob(".replaced/report-*")
+    assert earlier.parent.parent == generation and (generation / "comparison.md").is_file()
     seen = wandb_inspect(wandb_cli, run_dir)
     assert seen["job_type"] == "report" and seen["group"] == "g" and seen["state"] == "finished"
 

@@ -38,19 +38,19 @@ def test_a_smaller_report_leaves_no_stale_file_and_old_generations_are_bounded(s
 
 
 def test_a_report_that_stops_part_way_leaves_the_earlier_generation(tmp_path):
-    with generation(tmp_path) as stage:
-        (stage / "comparison.md").write_text("earlier")
-        (stage / "factorial_effects.csv").write_text("earlier")
-    with pytest.raises(RuntimeError), generation(tmp_path) as stage:
-        (stage / "comparison.md").write_text("half of a new one")
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("earlier")
+        (current.stage / "factorial_effects.csv").write_text("earlier")
+    with pytest.raises(RuntimeError), generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("half of a new one")
         raise RuntimeError("killed while plotting")
     assert (tmp_path / "comparison.md").read_text() == "earlier"
     assert (tmp_path / "factorial_effects.csv").read_text() == "earlier"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "comparison.md", "factorial_effects.csv", MANIFEST]
     (tmp_path / ".report-new-dead").mkdir()  # what a SIGKILL would leave
-    with generation(tmp_path) as stage:
-        (stage / "comparison.md").write_text("new")
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("new")
     assert not list(tmp_path.glob(".report-new-*"))
     assert (tmp_path / "comparison.md").read_text() == "new"
     assert not (tmp_path / "factorial_effects.csv").exists()
@@ -66,13 +66,13 @@ def test_files_no_report_wrote_are_never_moved_or_deleted(tmp_path):
     for _ in range(KEEP_REPLACED + 2):
         with pytest.raises(ReportError, match=r"holds top1.png, which no earlier report "
                                                r"there wrote: nothing was replaced"), \
-                generation(tmp_path) as stage:
-            (stage / "top1.png").write_bytes(b"a report's figure")
-            (stage / "comparison.md").write_text("report")
+                generation(tmp_path) as current:
+            (current.stage / "top1.png").write_bytes(b"a report's figure")
+            (current.stage / "comparison.md").write_text("report")
     assert (tmp_path / "top1.png").read_bytes() == b"the user's figure"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "top1.png"]
-    with generation(tmp_path) as stage:  # no collision: the report writes beside them
-        (stage / "comparison.md").write_text("report")
+    with generation(tmp_path) as current:  # no collision: the report writes beside them
+        (current.stage / "comparison.md").write_text("report")
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
@@ -82,8 +82,8 @@ def test_a_planted_manifest_moves_nothing_a_report_did_not_write(tmp_path):
     (tmp_path / "comparison.md").write_text("a report's")
     (tmp_path / MANIFEST).write_text(json.dumps(
         {"files": ["multirun.yaml", ".report.lock", "../outside.md", "comparison.md", 7]}))
-    with generation(tmp_path) as stage:
-        (stage / "comparison.md").write_text("new")
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("new")
     assert (tmp_path / "multirun.yaml").read_text() == "hydra's"
     assert (tmp_path / ".report.lock").exists()
     (moved,) = tmp_path.glob(".replaced/report-*")
@@ -97,8 +97,8 @@ def test_pruning_removes_only_report_generations(tmp_path):
     kept.mkdir(parents=True)
     (kept / "comparison.md").write_text("not a report generation")
     for n in range(KEEP_REPLACED + 2):
-        with generation(tmp_path) as stage:
-            (stage / "comparison.md").write_text(str(n))
+        with generation(tmp_path) as current:
+            (current.stage / "comparison.md").write_text(str(n))
     prune_replaced(tmp_path)
     assert len(list(tmp_path.glob(".replaced/report-*"))) == KEEP_REPLACED
     assert (kept / "comparison.md").exists()
@@ -122,16 +122,16 @@ def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
     from ablation.report.load import ReportError
 
     (tmp_path / "wandb_dashboard.json").write_text("the user's")
-    with generation(tmp_path) as stage:
-        (stage / "comparison.md").write_text("first")
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("first")
     with pytest.raises(ReportError, match="no report there wrote it"):
         add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
     assert (tmp_path / "wandb_dashboard.json").read_text() == "the user's"
     (tmp_path / "wandb_dashboard.json").unlink()
     add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
     assert "wandb_dashboard.json" in json.loads((tmp_path / MANIFEST).read_text())["files"]
-    with generation(tmp_path) as stage:  # the next report, without a dashboard
-        (stage / "comparison.md").write_text("second")
+    with generation(tmp_path) as current:  # the next report, without a dashboard
+        (current.stage / "comparison.md").write_text("second")
     assert not (tmp_path / "wandb_dashboard.json").exists()  # set aside with its generation
     assert list(tmp_path.glob(".replaced/report-*/wandb_dashboard.json"))
 
@@ -143,7 +143,7 @@ def test_pruning_never_touches_a_folder_named_like_a_report_by_its_user(tmp_path
     mine.mkdir(parents=True)
     (mine / "top1.png").write_bytes(b"the paper's figure")
     for n in range(KEEP_REPLACED + 2):
-        with generation(tmp_path) as stage:
-            (stage / "comparison.md").write_text(str(n))
+        with generation(tmp_path) as current:
+            (current.stage / "comparison.md").write_text(str(n))
         prune_replaced(tmp_path)
     assert (mine / "top1.png").read_bytes() == b"the paper's figure"

@@ -21,6 +21,7 @@ runs included); older ones are removed, and nothing else there is touched.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import json
 import logging
 import os
@@ -96,14 +97,25 @@ def report_replaced_folder(out: Path) -> Path:
     return moved.with_name("report-" + moved.name)
 
 
+@dataclass
+class Generation:
+    """One report generation: ``stage``, the folder its files are written into,
+    and ``replaced``, the one ``.replaced/report-<time>/`` where everything it
+    replaces (the earlier files, the earlier report W&B run) is set aside."""
+
+    stage: Path
+    replaced: Path
+
+
 @contextlib.contextmanager
-def generation(out: Path) -> Iterator[Path]:
+def generation(out: Path) -> Iterator[Generation]:
     """A staging folder to write a whole report into; on success it becomes ``out``'s."""
     for stale in entries(out, STAGING_PREFIX + "*"):  # a report killed while writing
         remove_tree(stale)
     stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
+    current = Generation(stage, report_replaced_folder(out))
     try:
-        yield stage
+        yield current
         files = sorted(p.name for p in entries(stage) if is_regular(p))
         earlier = _earlier_files(out)
         theirs = [n for n in files if os.path.lexists(out / n) and out / n not in earlier]
@@ -112,7 +124,7 @@ def generation(out: Path) -> Iterator[Path]:
                 f"{out} holds {', '.join(theirs)}, which no earlier report there wrote: "
                 f"nothing was replaced; move them, or write the report elsewhere (--out DIR)")
         earlier += [out / MANIFEST] if is_regular(out / MANIFEST) else []
-        target = report_replaced_folder(out)
+        target = current.replaced
         set_aside(earlier, target)
         atomic_write(out / MANIFEST, json.dumps({
             "generation": target.name.removeprefix("report-"),

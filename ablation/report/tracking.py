@@ -23,12 +23,14 @@ log = logging.getLogger(__name__)
 
 
 def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *,
-               settings: Mapping, group: str | None, directory: Path) -> dict | None:
+               settings: Mapping, group: str | None, directory: Path,
+               replaced: Path | None = None) -> dict | None:
     """Log the comparison (and effects) as ``wandb.Table`` s and the plots as images.
 
     ``settings`` holds mode, project and entity (the ``wandb`` config group);
-    with mode ``disabled`` nothing is imported or written. Returns the run's
-    id and folder.
+    with mode ``disabled`` nothing is imported or written. An earlier offline
+    report run is set aside into ``replaced/wandb`` (the report generation's
+    own set-aside folder; a new one when None). Returns the run's id and folder.
     """
     if settings.get("mode", "offline") == "disabled":
         return None
@@ -40,7 +42,7 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
     directory = Path(directory)
     run_id = report_run_id(group, directory)
     set_aside_offline_runs(directory / "wandb", run_id,
-                           report_replaced_folder(directory) / "wandb")
+                           (replaced or report_replaced_folder(directory)) / "wandb")
     with wandb_folders(directory / "wandb"):
         run = open_run(settings["mode"], directory,
                        project=settings.get("project") or "vit-ablation",

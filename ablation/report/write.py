@@ -78,8 +78,8 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
                   make_plots: bool, split_by_code: bool = False) -> Report:
     runs = load_runs(path, split_by_code=split_by_code)
     make_folder(out)
-    with generation(out) as stage:
-        report = _write_files(runs, stage, make_plots)
+    with generation(out) as current:
+        report = _write_files(runs, current.stage, make_plots)
     report.files = [out / f.name for f in report.files]
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
@@ -89,7 +89,8 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
         images = [f for f in report.files if f.suffix == ".png"]
         try:  # the tables and plots are written: W&B trouble must not undo the report
             report.wandb = log_report(report.table, report.effects, images, settings=settings,
-                                      group=_most_common(runs["wandb_group"]), directory=out)
+                                      group=_most_common(runs["wandb_group"]), directory=out,
+                                      replaced=current.replaced)
         except Exception as e:  # noqa: BLE001 - any W&B failure, one line
             detail = " ".join(str(e).split())[:200]
             log.warning("W&B report run not logged (%s: %s); the report files are written",
