@@ -82,7 +82,7 @@ def every_composition():
             yield [f"{group}={option}"]
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_every_setting_of_every_preset_has_a_declared_type():
     """A setting added to conf/ without a type and range in the schema fails here."""
     from ablation.config.schema import declared

@@ -251,7 +251,7 @@ def test_a_damaged_archive_is_one_line(tmp_path, damage):
     assert expected in one_line_error(error)
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_a_malformed_batch_stops_the_command_with_exit_2_before_training(tmp_path):
     """Through the real command line: the job's load refuses, exit 2, one line,
     nothing trained, and the hostile batch ran nothing."""

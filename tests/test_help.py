@@ -136,9 +136,13 @@ def test_multirun_cfg_with_package_and_resolve(tmp_path):
     (["-m", "--cfg", "hydra", "-p", "hydra.sweep.subdir", "--resolve"],
      "use --cfg all --resolve, with -p hydra.<key>"),
     (["--cfg", "hydra", "-p", "hydra.run.dir"], "use --cfg all --resolve, with -p hydra.<key>"),
+    (["--cfg", "hydra", "-p", "_global_", "--resolve"], "use --cfg all --resolve"),
+    (["--cfg", "hydra", "-p", "hydra.launcher", "--resolve", "hydra/launcher=submitit_local"],
+     "use --cfg all --resolve"),
 ], ids=["-m --info", "-m --info with sweep values", "--cfg with sweep values",
         "--info with sweep values", "sweep values without -m", "--cfg --info", "--resolve alone",
-        "-m --cfg, a typo'd key", "--cfg hydra --resolve", "--cfg hydra, a folder"])
+        "-m --cfg, a typo'd key", "--cfg hydra --resolve", "--cfg hydra, a folder",
+        "--cfg hydra, _global_", "--cfg hydra, submitit's folder"])
 def test_what_hydra_refuses_in_a_traceback_is_one_line(tmp_path, args, message):
     result = run_in_process(*args, f"results_dir={tmp_path}/results")
     assert result.returncode == 2, result.stdout[-1000:] + result.stderr[-1000:]

@@ -13,7 +13,7 @@ from tests.helpers.wandb_runs import wandb_inspect
 # The shared smoke sweep's jobs without lsa, with the same overrides, so its
 # records are the basic launcher's: both side by side through joblib, one
 # through each launcher that starts a process per job (each process loads
-# TensorFlow and traces the model: tens of seconds a job on a small CPU).
+# TensorFlow and traces the model again).
 SWEEP = ["-m", "lsa=false", "wandb.mode=offline"]
 TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
           "finished_at", "locality/seconds"}

@@ -27,7 +27,7 @@ def model_statistics(model):
     return np.asarray(layer.adapt_mean), np.sqrt(np.asarray(layer.adapt_variance))
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_statistics_are_exact_at_cifar_size(cifar_sized_noise):
     x = cifar_sized_noise
     stats = channel_statistics(x)
@@ -41,7 +41,7 @@ def test_statistics_are_exact_at_cifar_size(cifar_sized_noise):
     assert np.allclose(np.asarray(layer.adapt_mean), stats.mean, rtol=1e-6)
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_the_models_normalisation_is_adapted_exactly_at_cifar_size(cifar_sized_noise):
     from ablation.model import build_model
 

@@ -73,7 +73,7 @@ def test_padded_rows_are_weight_zero_copies_and_whole_batches():
     assert [c.shape[0] for _, c in padded_chunks(x[:20], BATCH)] == [20]  # fewer: as they are
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_one_step_gradient_and_updated_weights_equal_the_unpadded_batch():
     """The last batch (4 real rows) padded to 32: SGD(1) applies exactly the
     gradient, so the weight change is the gradient; AdamW is the job's optimizer."""
@@ -129,7 +129,7 @@ def fit_epoch(cfg, x, y, pad, mixer=None, soft=False, evaluate=True):
     return epochs.history[0], test, m
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_an_epochs_recorded_figures_and_evaluate_equal_the_unpadded_ones():
     cfg = config()
     x, y = data()
@@ -172,7 +172,7 @@ def test_mixing_never_draws_a_padding_row_and_counts_real_images(kind):
     assert total == 2 * N
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_an_epoch_with_mixing_and_label_smoothing_records_the_unpadded_figures():
     """Mixup or CutMix on every batch (one drawn per batch), soft targets smoothed."""
     cfg = config("trainer.label_smoothing=0.1")

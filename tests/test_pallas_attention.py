@@ -208,7 +208,7 @@ print("pallas on jax: ok")
 '''
 
 
-@pytest.mark.slow   # about a minute in Pallas's interpreter
+@pytest.mark.slow   # Pallas's interpreter
 def test_kernel_route_computes_the_explicit_one_on_jax():
     """On the JAX backend, with and without each switch: the layer's Pallas route
     equals mix(attention_weights) with the same keep mask, outputs and gradients

@@ -166,8 +166,9 @@ def test_a_stop_swallowed_during_training_is_raised_again_at_the_next_batch():
 
 
 def test_a_stop_while_the_data_loads_leaves_an_interrupted_record(tmp_path, monkeypatch):
-    """Between the folder's lock and training (the data loading: seconds for
-    CIFAR) a stop still leaves a record saying so, and the rerun starts the job."""
+    """Between the folder's lock and training (the data loading) a stop still
+    leaves a record saying so; a second such stop leaves the first record as it
+    was (an earlier attempt's record says where a rerun resumes from)."""
     from ablation.job import run_job
     from tests.helpers.config import compose
 
@@ -183,3 +184,20 @@ def test_a_stop_while_the_data_loads_leaves_an_interrupted_record(tmp_path, monk
     assert record["error"] == ("interrupted by SIGTERM before its first epoch ended; rerun the "
                                "same command to start it")
     assert "data" not in record["timings"] and record["data"]  # which data it was to read
+    written = (job / "run.json").read_bytes()
+    with pytest.raises(Interrupted):
+        run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0"), job)
+    assert (job / "run.json").read_bytes() == written
+
+
+def test_a_stopped_record_says_where_the_rerun_resumes_before_its_history_is_back():
+    """Stopped after a checkpoint but before training restored its history: the
+    record names the checkpoint's epoch, not "its first epoch"."""
+    from ablation.job.records import failed
+
+    record = failed({"status": "running"}, Interrupted(signal.SIGTERM), resume_epoch=3)
+    assert record["error"] == ("interrupted by SIGTERM after epoch 3; rerun the same command "
+                               "to resume from epoch 3")
+    fresh = failed({"status": "running"}, Interrupted(signal.SIGTERM))
+    assert fresh["error"].endswith("before its first epoch ended; rerun the same command to "
+                                   "start it")

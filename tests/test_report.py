@@ -236,7 +236,7 @@ def test_empty_or_wrong_path_is_a_one_line_error(tmp_path):
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_reporting_again_updates_the_one_wandb_report_run(four_by_three, wandb_cli):
     from tests.helpers.wandb_runs import wandb_inspect
 

@@ -333,9 +333,9 @@ W_AND_B = {
                      "cannot name a W&B project: it is 129 characters (at most 128)"),
     "entity with a slash": (["wandb.entity=me/team"],
                             "wandb.entity='me/team' cannot name a W&B entity: it contains '/'"),
-    "group too long": (["wandb.group=" + "g" * 129],
-                       "wandb.group='gggggggggggggggggggg...gggggggggggggggggggg' is 129 "
-                       "characters: W&B allows at most 128"),
+    "group too long": (["wandb.mode=offline", "wandb.group=" + "g" * 129],
+                       "wandb.group='gggggggggggggggggggg...gggggggggggggggggggg' (the sweep's "
+                       "id unless set) is 129 characters: W&B allows at most 128"),
     "dataset name as a tag": (["wandb.mode=offline", "dataset.name=" + "d" * 70],
                               "dataset.name='ddd"),  # the suite tags runs with it
 }
@@ -355,7 +355,7 @@ def test_wandb_limits_allow_what_wandb_allows():
                              "wandb.group=" + "g" * 128]))
     validate(compose_config(["experiment=smoke", "wandb.project='my project (v2)'"]))
     validate(compose_config(["experiment=smoke", "wandb.mode=disabled",
-                             "dataset.name=" + "d" * 70]))  # no W&B run, no tag
+                             "dataset.name=" + "d" * 70, "wandb.group=" + "g" * 129]))  # no run
 
 
 @pytest.mark.parametrize("case", ["tag of 65 characters", "project with a slash",

@@ -326,14 +326,17 @@ def test_the_backend_is_read_as_keras_reads_it(tmp_path, monkeypatch, backend, k
     without importing it (the process test below checks Keras agrees)."""
     from ablation.config.backend import keras_backend_setting
 
-    monkeypatch.setattr(os, "environ", backend_env(tmp_path, backend, keras_json))
+    for name, value in backend_env(tmp_path, backend, keras_json).items():
+        monkeypatch.setenv(name, value)
+    if backend is None:
+        monkeypatch.delenv("KERAS_BACKEND", raising=False)
     assert keras_backend_setting()[0] == loaded
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, keras_json, loaded",
                          [case for case in BACKEND_CASES if case[:2] in (
-                             ("", None), (None, '{"backend": "jax"}'), (None, "{not json"))])
+                             (None, None), (None, '{"backend": "jax"}'), (None, "{not json"))])
 def test_jax_is_hidden_only_while_tensorflow_loads(tmp_path, backend, keras_json, loaded):
     """TensorFlow's tf.lite imports JAX for a converter no job uses (start-up time and
     memory per process): hidden while Keras loads TensorFlow, never when Keras

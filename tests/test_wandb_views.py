@@ -21,7 +21,7 @@ def _metric_records(wandb_exe: str, run_dir) -> list[dict]:
             if li.strip() and json.loads(li).get("type") == "metric"]
 
 
-@pytest.mark.slow   # several seconds: past the fast lane's few per test
+@pytest.mark.slow   # slower than a fast-lane test
 def test_a_run_prints_one_line_unless_verbose(tmp_path, capfd, caplog, wandb_cli):
     from ablation.runs.tracking import tracked_run
 

@@ -51,14 +51,10 @@ def check_wandb(cfg: Mapping) -> None:
     """Refuse what W&B would refuse, before any job: a tag outside 1 to 64
     characters (``wandb.tags``, and ``dataset.name`` and ``model.name``, with
     which every logged run is tagged), a project name longer than 128
-    characters or holding ``/ \\ # ? % :``, an entity holding those, a group
-    longer than 128 characters."""
+    characters or holding ``/ \\ # ? % :``, an entity holding those, and, for
+    a logged run, a group longer than 128 characters."""
     wandb = cfg.get("wandb") or {}
     check_wandb_destination(wandb.get("project"), wandb.get("entity"))
-    group = "" if wandb.get("group") is None else str(wandb["group"])
-    if len(group) > WANDB_MAX_GROUP:
-        raise ConfigError(f"wandb.group={_shown(group)} is {len(group)} characters: W&B "
-                          f"allows at most {WANDB_MAX_GROUP} in a group name; shorten it")
     per_tag = f"W&B allows 1 to {WANDB_MAX_TAG} characters per tag"
     for tag in map(str, wandb.get("tags") or []):
         if not tag:
@@ -68,6 +64,11 @@ def check_wandb(cfg: Mapping) -> None:
                               f"{per_tag}: shorten it")
     if wandb.get("mode") == "disabled":
         return
+    group = "" if wandb.get("group") is None else str(wandb["group"])
+    if len(group) > WANDB_MAX_GROUP:  # sweep_id unless set
+        raise ConfigError(f"wandb.group={_shown(group)} (the sweep's id unless set) is "
+                          f"{len(group)} characters: W&B allows at most {WANDB_MAX_GROUP} in a "
+                          f"group name; set a shorter wandb.group, or use wandb.mode=disabled")
     for group in ("dataset", "model"):  # every logged run is tagged with these too
         name = str((cfg.get(group) or {}).get("name", ""))
         if not name or len(name) > WANDB_MAX_TAG:

@@ -170,8 +170,14 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     except (ConfigError, DataError):
         raise
     except BaseException as e:
-        if record["status"] == "running":  # failed before the record could say so
-            write_record(output_dir, failed(record, e))
+        # stopped or failed before training could write the record: say so,
+        # unless an earlier attempt's record is there (it still says where a
+        # rerun resumes from)
+        if record["status"] == "running" and not is_regular(output_dir / RECORD_FILENAME):
+            state = (read_state(output_dir / CHECKPOINT_DIR)
+                     if isinstance(e, KeyboardInterrupt) else None)
+            write_record(output_dir, failed(record, e, resume_epoch=int(state["epoch"])
+                                            if state else None))
         raise
     return record, "completed"
 

@@ -82,8 +82,9 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
     if isinstance(error, KeyboardInterrupt):
         status = "interrupted"
         start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
-        message = (f"interrupted by {stop_name(error)} after epoch {len(kept)}; rerun the "
-                   f"same command to resume {start}" if kept else
+        done = max(len(kept), resume_epoch or 0)  # its history may not be restored yet
+        message = (f"interrupted by {stop_name(error)} after epoch {done}; rerun the "
+                   f"same command to resume {start}" if kept or resume_epoch else
                    f"interrupted by {stop_name(error)} before its first epoch ended; rerun the "
                    f"same command to start it")
     record.update(status=status, error=message,

@@ -21,13 +21,13 @@ runs included); older ones are removed, and nothing else there is touched.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 import json
 import logging
 import os
 import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 

@@ -1,7 +1,8 @@
 """The two statistics the report prints: paired gaps and factorial effects.
 
 Both lean on maintained libraries (scipy's t-test, statsmodels' OLS)
-rather than hand-rolled formulas. Sweeps have 2-5 seeds: at that size a
+rather than hand-rolled formulas; Holm's adjustment is computed here, tied
+to statsmodels' by a test. Sweeps have 2-5 seeds: at that size a
 percentile bootstrap of the paired differences is just their range (about
 50 % coverage at n = 2, 75 % at n = 3), while the paired Student t-interval
 with n - 1 degrees of freedom keeps its nominal 95 % coverage (assuming
@@ -70,8 +71,7 @@ def holm(p_values) -> np.ndarray:
     it (a test ties the two): the k-th smallest of m p-values times
     ``m - k + 1``, made non-decreasing in that order, capped at 1. Computed
     here because statsmodels runs a full garbage collection on every call,
-    which in a process holding a trained model's graphs costs a large part of
-    a second per family.
+    which is costly in a process holding a trained model's graphs.
     """
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)

@@ -12,8 +12,9 @@ The command line (:func:`check_command_line`), in the command's process:
   lines or a traceback, exit 1: :func:`ablation.config.compose.check_composes`
   composes the config once, as Hydra will, and turns each into one line, exit 2.
 - Hydra's commands combined in a way it refuses with a traceback (``-m
-  --info``, ``--cfg --info``, ``--resolve`` alone), and sweep values without
-  ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
+  --info``, ``--cfg --info``, ``--resolve`` alone, ``--cfg hydra`` resolving
+  Hydra's folders, which name the job's keys it leaves out), and sweep values
+  without ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
   ``-m --cfg`` is not refused: the command prints every job's config
   (:mod:`ablation.sweep.usage`).
 - A Keras backend that cannot load (:func:`check_backend`), when a job is to run.
@@ -93,9 +94,11 @@ def check_commands(args: list[str]) -> bool:
     if parsed.resolve and parsed.cfg is None:
         raise ConfigError("--resolve goes with --cfg: e.g. --cfg job --resolve")
     package = (parsed.package or "hydra").removeprefix("_global_.")
-    folders = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir")  # name job keys
+    # Hydra's folders name the job's keys, and submitit's folder names the sweep's
+    folders = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir",
+               "hydra.launcher.submitit_folder")
     if parsed.cfg == "hydra" and (package in folders or parsed.resolve and (
-            package in ("hydra", "hydra.run", "hydra.sweep"))):
+            package in ("_global_", "hydra", "hydra.run", "hydra.sweep", "hydra.launcher"))):
         raise ConfigError("--cfg hydra leaves out the job's keys (run_name, results_dir) that "
                           "Hydra's folders name, so they cannot be resolved: use --cfg all "
                           "--resolve, with -p hydra.<key> for one of them")

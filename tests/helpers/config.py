@@ -9,9 +9,8 @@ def compose(*overrides: str):
     """The config ``run_sweep.py`` would see for these command-line overrides.
 
     A copy of one composition per distinct set of overrides: composing reads
-    and merges every config file (a good part of a second in a process that
-    has loaded TensorFlow), and many tests ask for the same config. The
-    config folder does not change during a test session."""
+    and merges every config file again, and many tests ask for the same
+    config. The config folder does not change during a test session."""
     return copy.deepcopy(_composed(tuple(overrides)))
 
 
