@@ -246,7 +246,8 @@ def test_reporting_again_updates_the_one_wandb_report_run(four_by_three, wandb_c
     (run_dir,) = four_by_three.glob("wandb/offline-run-*")  # one left to `wandb sync`
     assert run_dir.name.endswith(again.wandb["id"])
     (earlier,) = four_by_three.glob(".replaced/*/wandb/offline-run-*")  # set aside
-    assert earlier.name.endswith(first.wandb["id"]) and earlier.name != run_dir.name
+    # its folder name may equal the new run's: W&B names run folders by the second
+    assert earlier.name.endswith(first.wandb["id"])
     # with the files it reported beside: one generation set aside per report
     (generation,) = four_by_three.glob(".replaced/report-*")
     assert earlier.parent.parent == generation and (generation / "comparison.md").is_file()
