@@ -326,10 +326,12 @@ def test_the_backend_is_read_as_keras_reads_it(tmp_path, monkeypatch, backend, k
     without importing it (the process test below checks Keras agrees)."""
     from ablation.config.backend import keras_backend_setting
 
-    for name, value in backend_env(tmp_path, backend, keras_json).items():
-        monkeypatch.setenv(name, value)
+    env = backend_env(tmp_path, backend, keras_json)
+    monkeypatch.setenv("KERAS_HOME", env["KERAS_HOME"])
     if backend is None:
         monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    else:
+        monkeypatch.setenv("KERAS_BACKEND", backend)
     assert keras_backend_setting()[0] == loaded
 
 
