@@ -249,6 +249,45 @@ def test_after_a_refusal_the_command_removes_its_new_folders_but_no_run(tmp_path
     assert isinstance(refused, SystemExit) and refused.code == 2 and refused.message == "x=1 is bad"
 
 
+def test_after_a_refusal_a_job_still_being_stopped_is_waited_for(tmp_path, monkeypatch):
+    """joblib passes on the first refusal while it kills a sibling job that has
+    taken its folder's lock: the command waits for the lock, then removes the
+    folder; a lock still held after the wait keeps the folder."""
+    import subprocess
+    import sys
+
+    from ablation.sweep import cleanup
+
+    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)
+    sweep = tmp_path / "results" / "new-sweep"
+    job = sweep / "vit-s0"
+    publish(SweepContext(new_folders=missing_folders([sweep, job])))
+    (job / ".hydra").mkdir(parents=True)
+    (job / "run_sweep.log").write_text("x")
+
+    def hold_lock(seconds):
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time\n"
+             "from ablation.runs.lock import job_lock\n"
+             "with job_lock(sys.argv[1]):\n    print('held', flush=True)\n"
+             "    time.sleep(float(sys.argv[2]))", str(job), str(seconds)],
+            stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "held"
+        return holder
+
+    holder = hold_lock(60)
+    monkeypatch.setattr(cleanup, "LOCK_WAIT_S", 0.3)
+    remove_all_created()  # held past the wait: a job may still be running there
+    assert (job / ".lock").exists()
+    holder.kill()
+    holder.wait()
+    holder = hold_lock(1.0)  # lets go within the wait
+    monkeypatch.setattr(cleanup, "LOCK_WAIT_S", 30.0)
+    remove_all_created()
+    holder.wait()
+    assert not (tmp_path / "results").exists()
+
+
 def test_refusals_are_one_complete_line(tmp_path):
     def offline():
         raise Exception("URL fetch failure on https://www.cs.toronto.edu/~kriz/cifar-10-python"

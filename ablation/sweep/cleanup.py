@@ -10,17 +10,21 @@ too. When a job refuses its input, :func:`remove_created` removes its folder
 only if it was on that list, and then each listed parent that holds nothing
 but Hydra's bookkeeping. A launcher's workers run jobs side by side, so one
 job's refusal cannot tidy a sibling's folder: the command's own process then
-calls :func:`remove_all_created` once every job has stopped. Nothing that
-existed before the command started is ever removed, nor any folder holding a
-run's output.
+calls :func:`remove_all_created` once every job has stopped. A launcher may
+pass on the first refusal while a sibling job is still being stopped (joblib
+kills its other workers), so that step first waits for each job's lock: a lock
+nobody holds is bookkeeping like ``.hydra/``. Nothing that existed before the
+command started is ever removed, nor any folder holding a run's output.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ablation.files import is_folder, remove_tree, walk
+from ablation.files import is_folder, is_regular, remove_tree, walk
+from ablation.runs.lock import LOCK_FILE, JobBusy, job_lock
 from ablation.runtime.sweep_context import current
 # What Hydra writes in a sweep folder on its own; a folder holding only these
 # (and empty folders) has nothing of the user's.
@@ -28,6 +32,8 @@ HYDRA_BOOKKEEPING = {"multirun.yaml"}
 # What a job's folder holds before its job has trained anything.
 JOB_BOOKKEEPING = HYDRA_BOOKKEEPING | {"run_sweep.log"}
 BOOKKEEPING_DIRS = {".hydra"}
+# How long the command waits for a job still being stopped to let go of its lock.
+LOCK_WAIT_S = 30.0
 
 
 def _missing_chain(folder: Path) -> list[Path]:
@@ -79,11 +85,30 @@ def remove_created(job_folder: str | Path) -> list[Path]:
     return removed
 
 
-def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None) -> bool:
-    """True if every file below ``folder`` is Hydra's or this invocation's bookkeeping."""
+@contextlib.contextmanager
+def _lock_let_go(folder: Path) -> Iterator[bool]:
+    """Whether no job holds ``folder``'s lock (waiting up to :data:`LOCK_WAIT_S`
+    for one being stopped); held for the ``with`` block, so no job starts there
+    while the folder is judged and removed."""
+    if not is_regular(folder / LOCK_FILE):
+        yield False
+        return
+    try:
+        with job_lock(folder, wait_s=LOCK_WAIT_S):
+            yield True
+    except JobBusy:
+        yield False
+
+
+def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None,
+                      lock_free: bool = False) -> bool:
+    """True if every file below ``folder`` is Hydra's or this invocation's
+    bookkeeping (its job lock too, when ``lock_free``)."""
     for path in _files_below(folder):
         parts = set(path.relative_to(folder).parts[:-1])
         if path.name in JOB_BOOKKEEPING or parts & BOOKKEEPING_DIRS:
+            continue
+        if lock_free and path == folder / LOCK_FILE:
             continue
         if outcomes_folder is not None and outcomes_folder in path.parents:
             continue
@@ -94,12 +119,16 @@ def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None) -> bool:
 def remove_all_created() -> list[Path]:
     """After a refusal, in the command's own process: remove every folder noted
     as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
-    ``multirun.yaml``, this invocation's outcome files), deepest first."""
+    ``multirun.yaml``, a job lock nobody holds, this invocation's outcome
+    files), deepest first."""
     outcomes = current().outcomes
     outcomes_folder = Path(outcomes) if outcomes else None
     removed = []
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
-        if is_folder(folder) and _nothing_of_a_run(folder, outcomes_folder):
-            remove_tree(folder)
-            removed.append(folder)
+        if not is_folder(folder):
+            continue
+        with _lock_let_go(folder) as lock_free:
+            if _nothing_of_a_run(folder, outcomes_folder, lock_free):
+                remove_tree(folder)
+                removed.append(folder)
     return removed
