@@ -255,8 +255,8 @@ def test_branch_free_schedule_is_keras_cosine_decay(initial, target, warmup, dec
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="inspects a TensorFlow graph")
 def test_the_schedule_traces_no_conditional():
-    """AdamW evaluates the schedule once per variable; Keras's warm-up traced a
-    conditional (two sub-graphs) each time, ours traces a select."""
+    """Keras's warm-up traced a conditional (two sub-graphs) at each evaluation,
+    ours traces a select."""
     import tensorflow as tf
 
     trainer = {"epochs": 10, "learning_rate": 1e-3, "warmup_fraction": 0.1,
@@ -272,6 +272,55 @@ def test_the_schedule_traces_no_conditional():
     assert {"If", "StatelessIf"} & op_types(keras_schedule)  # what was slow: still so in Keras
     assert not {"If", "StatelessIf"} & op_types(schedule)
     assert "SelectV2" in op_types(schedule)
+
+
+class CountingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A decaying rate that counts its evaluations."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, step):
+        self.calls += 1
+        return 1e-2 / (1.0 + keras.ops.cast(step, "float32"))
+
+    def get_config(self):
+        return {}
+
+
+@pytest.mark.parametrize("form", ["keras", "torch"])
+def test_the_optimizer_evaluates_the_schedule_once_per_step_with_keras_numbers(form):
+    """Keras's AdamW evaluates the schedule again for each variable's weight
+    decay; ours once per step, with the same variables after every step, and
+    the rate still reads and sets as in Keras outside a step."""
+    from ablation.train.optimizer import build_optimizer
+
+    rng = np.random.default_rng(0)
+    starts = [rng.normal(size=shape).astype("float32") for shape in [(3, 4), (4,), (2, 2, 2)]]
+    grads = [[rng.normal(size=v.shape).astype("float32") for v in starts] for _ in range(6)]
+    trainer = {"weight_decay": 0.05, "optimizer_epsilon": 1e-7, "epsilon_form": form}
+
+    def run(optimizer, schedule):
+        variables = [keras.Variable(v) for v in starts]
+        for step_grads in grads:
+            optimizer.apply_gradients(zip([keras.ops.convert_to_tensor(g) for g in step_grads],
+                                          variables))
+        return [np.asarray(v) for v in variables], schedule.calls
+
+    ours, our_calls = run(build_optimizer(trainer, schedule := CountingSchedule()), schedule)
+    assert our_calls == len(grads)
+    if form == "keras":
+        reference = keras.optimizers.AdamW(learning_rate=(counted := CountingSchedule()),
+                                           weight_decay=0.05, epsilon=1e-7)
+        theirs, their_calls = run(reference, counted)
+        assert their_calls == len(grads) * (1 + len(starts))  # what the mixin saves
+        for mine, keras_value in zip(ours, theirs):
+            np.testing.assert_array_equal(mine, keras_value)
+    optimizer = build_optimizer(trainer, schedule := CountingSchedule())
+    assert float(optimizer.learning_rate) == pytest.approx(1e-2) and schedule.calls == 1
+    fixed = build_optimizer(trainer, 1e-3)
+    fixed.learning_rate = 5e-4
+    assert float(fixed.learning_rate) == pytest.approx(5e-4)
 
 
 def test_mixup_draws_one_weight_and_cutmix_one_clipped_box_per_batch():

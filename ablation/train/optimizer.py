@@ -7,6 +7,11 @@ once the correction is near 1, but early in training and for parameters whose
 gradients are small, Keras's epsilon weighs up to ``1 / sqrt(1 - beta_2)``
 (about 32 at beta_2 = 0.999) times more. ``trainer.epsilon_form=torch``
 computes PyTorch's form, step for step (:class:`TorchFormAdamW`).
+
+Both evaluate the learning-rate schedule once per step
+(:class:`OneLearningRatePerStep`): Keras evaluates it once for the update and
+again for each variable's weight decay, which put a copy of the schedule into
+the traced step for every variable of the model.
 """
 from __future__ import annotations
 
@@ -18,9 +23,47 @@ from keras import ops
 from ablation.config.choices import EPSILON_FORMS
 
 
+class OneLearningRatePerStep:
+    """An optimizer mixin: within one :meth:`apply` (one training step), every
+    read of ``learning_rate`` returns the value computed at the first read.
+
+    The iteration counter moves only at the end of ``apply``, so each read
+    within it would compute the same value; reading it once gives the same
+    update with one schedule evaluation in the traced step instead of one per
+    variable. Outside a step (the logged learning rate, a callback) the
+    schedule is evaluated as usual, and setting the rate works as in Keras.
+    """
+
+    _step_learning_rate = None
+    _in_step = False
+
+    def apply(self, grads, trainable_variables=None):
+        self._in_step, self._step_learning_rate = True, None
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._in_step, self._step_learning_rate = False, None
+
+    @property
+    def learning_rate(self):
+        if not self._in_step:
+            return super().learning_rate
+        if self._step_learning_rate is None:
+            self._step_learning_rate = super().learning_rate
+        return self._step_learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        keras.optimizers.Optimizer.learning_rate.fset(self, value)
+
 
 @keras.saving.register_keras_serializable(package="ablation")
-class TorchFormAdamW(keras.optimizers.AdamW):
+class AdamW(OneLearningRatePerStep, keras.optimizers.AdamW):
+    """``keras.optimizers.AdamW``, its learning rate evaluated once per step."""
+
+
+@keras.saving.register_keras_serializable(package="ablation")
+class TorchFormAdamW(OneLearningRatePerStep, keras.optimizers.AdamW):
     """``keras.optimizers.AdamW`` computing ``torch.optim.AdamW``'s update:
     ``variable -= lr / (1 - beta_1^t) * m / (sqrt(v) / sqrt(1 - beta_2^t) + epsilon)``
     after the decoupled weight decay ``variable -= lr * weight_decay * variable``
@@ -52,6 +95,6 @@ def build_optimizer(trainer: Mapping, learning_rate) -> keras.optimizers.Optimiz
     form = trainer.get("epsilon_form", "keras")
     if form not in EPSILON_FORMS:
         raise ValueError(f"trainer.epsilon_form={form!r}: use keras or torch")
-    kind = TorchFormAdamW if form == "torch" else keras.optimizers.AdamW
+    kind = TorchFormAdamW if form == "torch" else AdamW
     return kind(learning_rate=learning_rate, weight_decay=float(trainer["weight_decay"]),
                 epsilon=float(trainer.get("optimizer_epsilon", 1e-7)))
