@@ -8,14 +8,14 @@ gradients are small, Keras's epsilon weighs up to ``1 / sqrt(1 - beta_2)``
 (about 32 at beta_2 = 0.999) times more. ``trainer.epsilon_form=torch``
 computes PyTorch's form, step for step (:class:`TorchFormAdamW`).
 
-Both evaluate the learning-rate schedule once per step
-(:class:`OneLearningRatePerStep`): Keras evaluates it once for the update and
-again for each variable's weight decay, which put a copy of the schedule into
-the traced step for every variable of the model.
+Both compute what depends only on the step once per step (:class:`OncePerStep`):
+Keras evaluates the learning-rate schedule once for the update and again for
+each variable's weight decay, and the bias corrections for each variable, so
+the traced training step held a copy of them for every variable of the model.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 import keras
 from keras import ops
@@ -23,70 +23,104 @@ from keras import ops
 from ablation.config.choices import EPSILON_FORMS
 
 
-class OneLearningRatePerStep:
-    """An optimizer mixin: within one :meth:`apply` (one training step), every
-    read of ``learning_rate`` returns the value computed at the first read.
+class OncePerStep:
+    """An optimizer mixin: within one :meth:`apply` (one training step), a value
+    that depends only on the step is computed at its first use and reused.
 
-    The iteration counter moves only at the end of ``apply``, so each read
-    within it would compute the same value; reading it once gives the same
-    update with one schedule evaluation in the traced step instead of one per
-    variable. Outside a step (the logged learning rate, a callback) the
-    schedule is evaluated as usual, and setting the rate works as in Keras.
+    The iteration counter moves only at the end of ``apply``, so each
+    computation within it would give the same value: computing it once gives
+    the same update with one copy in the traced step instead of one per
+    variable. ``learning_rate`` is such a value; outside a step (the logged
+    learning rate, a callback) it is evaluated as usual, and setting it works
+    as in Keras.
     """
 
-    _step_learning_rate = None
-    _in_step = False
+    _step_values: dict | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.amsgrad:
+            raise ValueError(f"{type(self).__name__} has no amsgrad")
 
     def apply(self, grads, trainable_variables=None):
-        self._in_step, self._step_learning_rate = True, None
+        self._step_values = {}
         try:
             return super().apply(grads, trainable_variables)
         finally:
-            self._in_step, self._step_learning_rate = False, None
+            self._step_values = None
+
+    def once_per_step(self, key: Hashable, compute: Callable):
+        """``compute()``, computed once per step for each ``key``."""
+        if self._step_values is None:  # outside apply: nothing to share
+            return compute()
+        if key not in self._step_values:
+            self._step_values[key] = compute()
+        return self._step_values[key]
 
     @property
     def learning_rate(self):
-        if not self._in_step:
-            return super().learning_rate
-        if self._step_learning_rate is None:
-            self._step_learning_rate = super().learning_rate
-        return self._step_learning_rate
+        return self.once_per_step("learning_rate",
+                                  lambda: super(OncePerStep, self).learning_rate)
 
     @learning_rate.setter
     def learning_rate(self, value):
         keras.optimizers.Optimizer.learning_rate.fset(self, value)
 
+    def _moments(self, gradient, variable):
+        """The gradient in the variable's dtype and the updated (m, v)."""
+        gradient = ops.cast(gradient, variable.dtype)
+        m = self._momentums[self._get_variable_index(variable)]
+        v = self._velocities[self._get_variable_index(variable)]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        return m, v
+
+    def _bias_powers(self, dtype):
+        """``(beta_1^t, beta_2^t)`` at this step ``t``, as Keras's Adam computes them."""
+        step = ops.cast(self.iterations + 1, dtype)
+        return (ops.power(ops.cast(self.beta_1, dtype), step),
+                ops.power(ops.cast(self.beta_2, dtype), step))
+
 
 @keras.saving.register_keras_serializable(package="ablation")
-class AdamW(OneLearningRatePerStep, keras.optimizers.AdamW):
-    """``keras.optimizers.AdamW``, its learning rate evaluated once per step."""
+class AdamW(OncePerStep, keras.optimizers.AdamW):
+    """``keras.optimizers.AdamW``'s update, its step-only values computed once per
+    step: ``variable -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) +
+    epsilon)`` after the decoupled weight decay. No ``amsgrad``."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+
+        def step_size():  # Keras's Adam's alpha, operation for operation
+            lr = ops.cast(learning_rate, dtype)
+            beta_1_power, beta_2_power = self._bias_powers(dtype)
+            return lr * ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+
+        alpha = self.once_per_step(("alpha", dtype), step_size)
+        m, v = self._moments(gradient, variable)
+        self.assign_sub(variable, ops.divide(ops.multiply(m, alpha),
+                                             ops.add(ops.sqrt(v), self.epsilon)))
 
 
 @keras.saving.register_keras_serializable(package="ablation")
-class TorchFormAdamW(OneLearningRatePerStep, keras.optimizers.AdamW):
+class TorchFormAdamW(OncePerStep, keras.optimizers.AdamW):
     """``keras.optimizers.AdamW`` computing ``torch.optim.AdamW``'s update:
     ``variable -= lr / (1 - beta_1^t) * m / (sqrt(v) / sqrt(1 - beta_2^t) + epsilon)``
     after the decoupled weight decay ``variable -= lr * weight_decay * variable``
     (Keras's AdamW applies the decay the same way). No ``amsgrad``."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.amsgrad:
-            raise ValueError("TorchFormAdamW has no amsgrad")
-
     def update_step(self, gradient, variable, learning_rate):
-        lr = ops.cast(learning_rate, variable.dtype)
-        gradient = ops.cast(gradient, variable.dtype)
-        step = ops.cast(self.iterations + 1, variable.dtype)
-        correction_1 = 1 - ops.power(ops.cast(self.beta_1, variable.dtype), step)
-        correction_2 = 1 - ops.power(ops.cast(self.beta_2, variable.dtype), step)
-        m = self._momentums[self._get_variable_index(variable)]
-        v = self._velocities[self._get_variable_index(variable)]
-        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
-        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
-        denominator = ops.add(ops.divide(ops.sqrt(v), ops.sqrt(correction_2)), self.epsilon)
-        self.assign_sub(variable, ops.multiply(ops.divide(lr, correction_1),
-                                               ops.divide(m, denominator)))
+        dtype = variable.dtype
+
+        def corrections():
+            lr = ops.cast(learning_rate, dtype)
+            beta_1_power, beta_2_power = self._bias_powers(dtype)
+            return ops.divide(lr, 1 - beta_1_power), ops.sqrt(1 - beta_2_power)
+
+        step_size, root_correction_2 = self.once_per_step(("corrections", dtype), corrections)
+        m, v = self._moments(gradient, variable)
+        denominator = ops.add(ops.divide(ops.sqrt(v), root_correction_2), self.epsilon)
+        self.assign_sub(variable, ops.multiply(step_size, ops.divide(m, denominator)))
 
 
 def build_optimizer(trainer: Mapping, learning_rate) -> keras.optimizers.Optimizer:
