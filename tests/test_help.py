@@ -155,7 +155,10 @@ def test_what_hydra_refuses_in_a_traceback_is_one_line(tmp_path, args, message):
 @pytest.mark.parametrize("args, shown", [
     (["--cfg", "hydra", "-p", "hydra.job.name", "--resolve"], "run_sweep"),
     (["--cfg", "all", "-p", "hydra.run.dir", "--resolve"], "/spt+lsa+temp-s0"),
-], ids=["--cfg hydra, a key naming no job key", "--cfg all, a folder"])
+    (["--cfg", "hydra", "-p", "hydra.run.dir", "hydra.run.dir=/somewhere/mine"],
+     "/somewhere/mine"),
+], ids=["--cfg hydra, a key naming no job key", "--cfg all, a folder",
+        "--cfg hydra, a folder given whole"])
 def test_hydras_config_that_resolves_is_shown(tmp_path, args, shown):
     result = run_in_process(*args, f"results_dir={tmp_path}/results")
     assert result.returncode == 0, result.stderr[-1000:]

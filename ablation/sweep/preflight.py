@@ -97,8 +97,11 @@ def check_commands(args: list[str]) -> bool:
     # Hydra's folders name the job's keys, and submitit's folder names the sweep's
     folders = ("hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir",
                "hydra.launcher.submitit_folder")
-    if parsed.cfg == "hydra" and (package in folders or parsed.resolve and (
-            package in ("_global_", "hydra", "hydra.run", "hydra.sweep", "hydra.launcher"))):
+    given_plainly = {arg.lstrip("+").partition("=")[0] for arg in parsed.overrides
+                     if "=" in arg and "${" not in arg}  # a folder the user spelt out whole
+    if parsed.cfg == "hydra" and (package in folders and package not in given_plainly or (
+            parsed.resolve and package in ("_global_", "hydra", "hydra.run", "hydra.sweep",
+                                           "hydra.launcher"))):
         raise ConfigError("--cfg hydra leaves out the job's keys (run_name, results_dir) that "
                           "Hydra's folders name, so they cannot be resolved: use --cfg all "
                           "--resolve, with -p hydra.<key> for one of them")
