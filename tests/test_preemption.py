@@ -190,6 +190,45 @@ def test_a_stop_while_the_data_loads_leaves_an_interrupted_record(tmp_path, monk
     assert (job / "run.json").read_bytes() == written
 
 
+def native_error(stop: BaseException) -> SystemError:
+    """What CPython makes of a stop raised while native code runs (TensorFlow
+    building a model): a SystemError caused by it."""
+    try:
+        try:
+            raise stop
+        except BaseException as e:
+            raise SystemError("<built-in function TFE_Py_FastPathExecute> returned a result "
+                              "with an exception set") from e
+    except SystemError as e:
+        return e
+
+
+@pytest.mark.parametrize("stop, name", [(Interrupted(signal.SIGTERM), "SIGTERM"),
+                                        (KeyboardInterrupt(), "Ctrl-C")])
+def test_a_stop_inside_native_code_is_still_a_stop(tmp_path, monkeypatch, stop, name):
+    """A Ctrl-C or SIGTERM that TensorFlow's native code turned into a
+    SystemError leaves an interrupted record and ends the job as that stop,
+    not as a failure with a traceback; other errors stay what they are."""
+    from ablation.job import run_job
+    from ablation.runtime.signals import stop_behind
+    from tests.helpers.config import compose
+
+    def stopped(*args, **kwargs):
+        raise native_error(stop)
+
+    monkeypatch.setattr("ablation.job.lifecycle.train", stopped)
+    job = tmp_path / "job"
+    with pytest.raises(KeyboardInterrupt) as raised:
+        run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0"), job)
+    assert type(raised.value) is type(stop) and isinstance(raised.value.__cause__, SystemError)
+    record = read_record(job / "run.json")
+    assert record["status"] == "interrupted"
+    assert record["error"].startswith(f"interrupted by {name} before its first epoch ended")
+    assert "SystemError" in record["traceback"]  # what happened, kept
+    error = native_error(ValueError("not a stop"))
+    assert stop_behind(error) is error
+
+
 def test_a_stopped_record_says_where_the_rerun_resumes_before_its_history_is_back():
     """Stopped after a checkpoint but before training restored its history: the
     record names the checkpoint's epoch, not "its first epoch"."""

@@ -38,7 +38,7 @@ from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, earlier_run, 
                                   save_record, unreadable_record, write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
-from ablation.runtime.signals import stop_name
+from ablation.runtime.signals import native_stops_surfaced, stop_name
 from ablation.train.checkpoint import load_checkpoint
 from ablation.train.checkpoint import remove as remove_checkpoint
 from ablation.train.epoch_metrics import EpochMetrics
@@ -207,8 +207,9 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
             if resume_from is not None:
                 tracker.replay(resume_from.state["history"])
             timings = record["timings"]
-            record.update(train(config, data, tracker, checkpoint_dir, resume_from,
-                                progress=progress, state_extra={"data": fingerprint}))
+            with native_stops_surfaced():  # so the W&B run and the record see a stop
+                record.update(train(config, data, tracker, checkpoint_dir, resume_from,
+                                    progress=progress, state_extra={"data": fingerprint}))
             record["timings"] = {**timings, **record.get("timings", {})}
             record["data"] = {**record["data"], **fingerprint}
             record["status"] = "completed"

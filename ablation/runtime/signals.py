@@ -61,6 +61,38 @@ class Interrupted(KeyboardInterrupt):
         return signal.Signals(self.signum).name
 
 
+def stop_behind(error: BaseException) -> BaseException:
+    """The stop a signal raised, where native code turned it into another error.
+
+    A stop raised while TensorFlow's native code runs (building a model,
+    tracing) reaches Python as ``SystemError: ... returned a result with an
+    exception set``, with the stop as its cause: a new exception of that stop's
+    kind. ``error`` itself when it is a stop or has none behind it."""
+    if isinstance(error, KeyboardInterrupt):
+        return error
+    link, seen = error, set()
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, KeyboardInterrupt):
+            return Interrupted(link.signum) if isinstance(link, Interrupted) else KeyboardInterrupt()
+        link = link.__cause__ or link.__context__
+    return error
+
+
+@contextlib.contextmanager
+def native_stops_surfaced() -> Iterator[None]:
+    """Within the block, a stop that native code turned into another error is
+    raised as the stop (:func:`stop_behind`), caused by that error, so a log
+    keeps the whole traceback."""
+    try:
+        yield
+    except BaseException as e:
+        stop = stop_behind(e)
+        if stop is e:
+            raise
+        raise stop from e
+
+
 def exit_code(error: BaseException) -> int:
     """The conventional exit status for a stop: ``128 + signal number``."""
     if isinstance(error, Interrupted):
