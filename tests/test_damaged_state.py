@@ -69,6 +69,28 @@ def test_a_truncated_newest_checkpoint_is_set_aside_and_the_one_before_used(
 
 
 @pytest.mark.slow
+def test_a_stop_while_a_checkpoint_loads_sets_nothing_aside(checkpoints, tmp_path, monkeypatch):
+    """A Ctrl-C while Keras builds the checkpoint's model reaches Python as a
+    SystemError caused by it: a stop, not a checkpoint that does not load."""
+    from ablation.train.checkpoint import load_checkpoint
+
+    def stopped(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("<built-in function ...> returned a result with an "
+                              "exception set") from e
+
+    folder = _copy(checkpoints, tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    monkeypatch.setattr("keras.saving.load_model", stopped)
+    with pytest.raises(SystemError):
+        load_checkpoint(folder, seed=0)
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert not (tmp_path / "job" / ".replaced").exists()
+
+
+@pytest.mark.slow
 def test_no_checkpoint_that_loads_means_starting_over_saying_so(checkpoints, tmp_path, caplog):
     from ablation.train.checkpoint import load_checkpoint
 

@@ -227,6 +227,13 @@ def test_a_stop_inside_native_code_is_still_a_stop(tmp_path, monkeypatch, stop, 
     assert "SystemError" in record["traceback"]  # what happened, kept
     error = native_error(ValueError("not a stop"))
     assert stop_behind(error) is error
+    try:  # an error of its own while a stop was handled stays that error
+        try:
+            raise stop
+        except BaseException:
+            raise OSError("disk full")
+    except OSError as e:
+        assert stop_behind(e) is e
 
 
 def test_a_stopped_record_says_where_the_rerun_resumes_before_its_history_is_back():

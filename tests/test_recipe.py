@@ -307,6 +307,8 @@ def test_the_optimizer_evaluates_the_schedule_once_per_step_with_keras_numbers(f
                                           variables))
         return [np.asarray(v) for v in variables], schedule.calls
 
+    if keras.backend.backend() == "torch":  # Keras's torch optimizers decay on their own path
+        pytest.skip("on PyTorch the Keras form is Keras's own AdamW (one update for all)")
     ours, our_calls = run(build_optimizer(trainer, schedule := CountingSchedule()), schedule)
     assert our_calls == len(grads)
     if form == "keras":

@@ -279,6 +279,12 @@ def test_after_a_refusal_a_job_still_being_stopped_is_waited_for(tmp_path, monke
     monkeypatch.setattr(cleanup, "LOCK_WAIT_S", 0.3)
     remove_all_created()  # held past the wait: a job may still be running there
     assert (job / ".lock").exists()
+    (job / "run.json").write_text("{}")  # a run's output: kept without taking the lock
+    written = (job / ".lock").read_bytes()
+    monkeypatch.setattr(cleanup, "LOCK_WAIT_S", 30.0)
+    remove_all_created()
+    assert (job / ".lock").read_bytes() == written and (job / "run.json").exists()
+    (job / "run.json").unlink()
     holder.kill()
     holder.wait()
     holder = hold_lock(1.0)  # lets go within the wait

@@ -189,9 +189,10 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
     progress = EpochMetrics()
     earlier_graphs = custom_gradient_names()
     try:
-        resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]),
-                                       int(config["trainer"]["epochs"]))
-                       if config.get("resume", True) else None)
+        with native_stops_surfaced():  # Keras builds the checkpoint's model
+            resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]),
+                                           int(config["trainer"]["epochs"]))
+                           if config.get("resume", True) else None)
         run_id = resume_from.state.get("wandb_id") if resume_from else None
         if config["wandb"]["mode"] != "disabled" and (run_id or resume_from is None):
             # The earlier offline run of this id may be cut short by a kill: the

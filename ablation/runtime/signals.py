@@ -68,14 +68,14 @@ def stop_behind(error: BaseException) -> BaseException:
     tracing) reaches Python as ``SystemError: ... returned a result with an
     exception set``, with the stop as its cause: a new exception of that stop's
     kind. ``error`` itself when it is a stop or has none behind it."""
-    if isinstance(error, KeyboardInterrupt):
+    if not isinstance(error, SystemError):  # a stop already, or an error of its own
         return error
-    link, seen = error, set()
-    while link is not None and id(link) not in seen:
+    link, seen = error.__cause__, set()
+    while isinstance(link, SystemError) and id(link) not in seen:  # native code in native code
         seen.add(id(link))
-        if isinstance(link, KeyboardInterrupt):
-            return Interrupted(link.signum) if isinstance(link, Interrupted) else KeyboardInterrupt()
-        link = link.__cause__ or link.__context__
+        link = link.__cause__
+    if isinstance(link, KeyboardInterrupt):
+        return Interrupted(link.signum) if isinstance(link, Interrupted) else KeyboardInterrupt()
     return error
 
 

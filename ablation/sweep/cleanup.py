@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -32,7 +33,7 @@ HYDRA_BOOKKEEPING = {"multirun.yaml"}
 # What a job's folder holds before its job has trained anything.
 JOB_BOOKKEEPING = HYDRA_BOOKKEEPING | {"run_sweep.log"}
 BOOKKEEPING_DIRS = {".hydra"}
-# How long the command waits for a job still being stopped to let go of its lock.
+# How long the command waits, in all, for jobs still being stopped to let go of their locks.
 LOCK_WAIT_S = 30.0
 
 
@@ -86,18 +87,19 @@ def remove_created(job_folder: str | Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _lock_let_go(folder: Path) -> Iterator[bool]:
-    """Whether no job holds ``folder``'s lock (waiting up to :data:`LOCK_WAIT_S`
-    for one being stopped); held for the ``with`` block, so no job starts there
-    while the folder is judged and removed."""
-    if not is_regular(folder / LOCK_FILE):
-        yield False
-        return
-    try:
-        with job_lock(folder, wait_s=LOCK_WAIT_S):
-            yield True
-    except JobBusy:
-        yield False
+def _lock_let_go(folder: Path, deadline: float) -> Iterator[bool]:
+    """Whether no job holds ``folder``'s lock (waiting until ``deadline``, a
+    ``time.monotonic()``, for one being stopped); held for the ``with`` block,
+    so no job starts there while the folder is judged and removed."""
+    with contextlib.ExitStack() as held:
+        free = False
+        if is_regular(folder / LOCK_FILE):
+            try:
+                held.enter_context(job_lock(folder, wait_s=max(0.0, deadline - time.monotonic())))
+                free = True
+            except (JobBusy, OSError):  # still held, or not a lock this command can open
+                pass
+        yield free
 
 
 def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None,
@@ -124,10 +126,12 @@ def remove_all_created() -> list[Path]:
     outcomes = current().outcomes
     outcomes_folder = Path(outcomes) if outcomes else None
     removed = []
+    deadline = time.monotonic() + LOCK_WAIT_S  # one wait for all the jobs being stopped
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
-        if not is_folder(folder):
-            continue
-        with _lock_let_go(folder) as lock_free:
+        if not is_folder(folder) or not _nothing_of_a_run(folder, outcomes_folder,
+                                                          lock_free=True):
+            continue  # a run's output is there, whoever holds the lock
+        with _lock_let_go(folder, deadline) as lock_free:
             if _nothing_of_a_run(folder, outcomes_folder, lock_free):
                 remove_tree(folder)
                 removed.append(folder)

@@ -41,6 +41,7 @@ from ablation.files import (UnsafeFile, atomic_write, entries, fsync_path, is_fo
                             is_regular, make_folder, remove_empty_folder, remove_file,
                             replaced_folder, save_with, set_aside)
 from ablation.runs.record import STATE_FILE, StateError, read_state_file
+from ablation.runtime.signals import stop_behind
 from ablation.train.epoch_metrics import EpochMetrics
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
             keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
             model = keras.saving.load_model(model_file)
         except Exception as e:  # noqa: BLE001 - any reason a saved model does not load
+            if stop_behind(e) is not e:  # a stop while Keras built the model: not damage
+                raise
             older = states[n + 1:]
             then = (f"resuming from epoch {older[0]['epoch']}" if older
                     else "no complete checkpoint is left: the job starts over")

@@ -12,6 +12,8 @@ Both compute what depends only on the step once per step (:class:`OncePerStep`):
 Keras evaluates the learning-rate schedule once for the update and again for
 each variable's weight decay, and the bias corrections for each variable, so
 the traced training step held a copy of them for every variable of the model.
+On the PyTorch backend the Keras form stays ``keras.optimizers.AdamW``, which
+Keras replaces there with an update of all variables at once.
 """
 from __future__ import annotations
 
@@ -130,5 +132,7 @@ def build_optimizer(trainer: Mapping, learning_rate) -> keras.optimizers.Optimiz
     if form not in EPSILON_FORMS:
         raise ValueError(f"trainer.epsilon_form={form!r}: use keras or torch")
     kind = TorchFormAdamW if form == "torch" else AdamW
+    if kind is AdamW and keras.backend.backend() == "torch":
+        kind = keras.optimizers.AdamW  # Keras's torch AdamW updates every variable in one pass
     return kind(learning_rate=learning_rate, weight_decay=float(trainer["weight_decay"]),
                 epsilon=float(trainer.get("optimizer_epsilon", 1e-7)))
