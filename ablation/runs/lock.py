@@ -10,8 +10,9 @@ POSIX lock, so jobs on several nodes of a cluster see each other's locks.
 
 The holder writes its host, pid and start time into the file, so a process
 that finds the folder taken can say who has it. The file is never removed or
-replaced: a lock on a file that another process has just unlinked would lock
-nothing.
+replaced while a job may use it: a lock on a file that another process has just
+unlinked would lock nothing. (After refused input, the command removes a job
+folder it created itself, holding the folder's lock: ``sweep/cleanup.py``.)
 """
 from __future__ import annotations
 
