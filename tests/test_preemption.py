@@ -247,3 +247,9 @@ def test_a_stopped_record_says_where_the_rerun_resumes_before_its_history_is_bac
     fresh = failed({"status": "running"}, Interrupted(signal.SIGTERM))
     assert fresh["error"].endswith("before its first epoch ended; rerun the same command to "
                                    "start it")
+    # an epoch done, stopped before its checkpoint was written: the rerun starts over
+    from types import SimpleNamespace
+    one_epoch = SimpleNamespace(history=[{"epoch": 1, "train/loss": 0.5}], resumed_from_epochs=[])
+    unsaved = failed({"status": "running"}, KeyboardInterrupt(), one_epoch)
+    assert unsaved["error"] == ("interrupted by Ctrl-C after epoch 1, before its first "
+                                "checkpoint; rerun the same command to start it again")

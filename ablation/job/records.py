@@ -81,12 +81,16 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
     status, message = "failed", f"{type(error).__name__}: {error}"
     if isinstance(error, KeyboardInterrupt):
         status = "interrupted"
-        start = "from its first epoch" if not resume_epoch else f"from epoch {resume_epoch}"
         done = max(len(kept), resume_epoch or 0)  # its history may not be restored yet
-        message = (f"interrupted by {stop_name(error)} after epoch {done}; rerun the "
-                   f"same command to resume {start}" if kept or resume_epoch else
-                   f"interrupted by {stop_name(error)} before its first epoch ended; rerun the "
-                   f"same command to start it")
+        if resume_epoch:
+            message = (f"interrupted by {stop_name(error)} after epoch {done}; rerun the "
+                       f"same command to resume from epoch {resume_epoch}")
+        elif kept:  # stopped before the first checkpoint was written
+            message = (f"interrupted by {stop_name(error)} after epoch {done}, before its "
+                       f"first checkpoint; rerun the same command to start it again")
+        else:
+            message = (f"interrupted by {stop_name(error)} before its first epoch ended; "
+                       f"rerun the same command to start it")
     record.update(status=status, error=message,
                   traceback="".join(traceback.format_exception(error)),
                   history=kept, epochs_completed=len(kept),
