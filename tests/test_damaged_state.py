@@ -73,13 +73,10 @@ def test_a_stop_while_a_checkpoint_loads_sets_nothing_aside(checkpoints, tmp_pat
     """A Ctrl-C while Keras builds the checkpoint's model reaches Python as a
     SystemError caused by it: a stop, not a checkpoint that does not load."""
     from ablation.train.checkpoint import load_checkpoint
+    from tests.helpers.stops import native_error
 
     def stopped(*args, **kwargs):
-        try:
-            raise KeyboardInterrupt
-        except KeyboardInterrupt as e:
-            raise SystemError("<built-in function ...> returned a result with an "
-                              "exception set") from e
+        raise native_error(KeyboardInterrupt())
 
     folder = _copy(checkpoints, tmp_path)
     before = sorted(p.name for p in folder.iterdir())

@@ -14,6 +14,7 @@ from ablation.runs.record import find_records, read_record
 from ablation.runtime.signals import Interrupted, exit_code, interruptible
 from tests.helpers.commands import cli_env, run_cli, smoke_overrides
 from tests.helpers.paths import ROOT
+from tests.helpers.stops import native_error
 from tests.helpers.wandb_runs import wandb_inspect
 
 ARGS = ["lsa=false", "spt=false", "wandb.mode=offline"]
@@ -188,19 +189,6 @@ def test_a_stop_while_the_data_loads_leaves_an_interrupted_record(tmp_path, monk
     with pytest.raises(Interrupted):
         run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0"), job)
     assert (job / "run.json").read_bytes() == written
-
-
-def native_error(stop: BaseException) -> SystemError:
-    """What CPython makes of a stop raised while native code runs (TensorFlow
-    building a model): a SystemError caused by it."""
-    try:
-        try:
-            raise stop
-        except BaseException as e:
-            raise SystemError("<built-in function TFE_Py_FastPathExecute> returned a result "
-                              "with an exception set") from e
-    except SystemError as e:
-        return e
 
 
 @pytest.mark.parametrize("stop, name", [(Interrupted(signal.SIGTERM), "SIGTERM"),
