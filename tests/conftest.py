@@ -78,7 +78,7 @@ def smoke_sweep(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not printed.is_file():
             root.mkdir(exist_ok=True)
-            result = run_cli(*args)
+            result = run_cli(*args, fresh=True)  # the real command, start-up included
             assert result.returncode == 0, result.stderr[-3000:]
             printed.write_text(json.dumps({"stdout": result.stdout, "stderr": result.stderr}))
         output = json.loads(printed.read_text())

@@ -61,7 +61,8 @@ def test_secret_values_are_hidden_whole_everywhere_and_no_native_log_lines(tmp_p
     result = run_cli("-m", f"--config-dir={tmp_path / 'site_conf'}", "experiment=smoke",
                      f"results_dir={out}", "trainer.epochs=1", "dataset.limit_train=256",
                      "dataset.limit_test=64", "trainer.verbose=0", "wandb.mode=offline",
-                     "report.after_sweep=false", "+site=creds", *SECRET_ARGS)
+                     "report.after_sweep=false", "+site=creds", *SECRET_ARGS,
+                     fresh=True)  # what TensorFlow prints while it loads is checked
     terminal = result.stdout + result.stderr
     assert result.returncode == 0, terminal[-3000:]
     assert "#0 : " in terminal  # Hydra's job line, which echoes the overrides

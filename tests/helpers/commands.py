@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import preload
 from tests.helpers.paths import ROOT
 
 
@@ -63,10 +64,25 @@ def run_on_jax(script: str) -> str:
     return result.stdout
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
-    return subprocess.run([sys.executable, "run_sweep.py", *suite_defaults(args)], cwd=ROOT,
-                          env=cli_env(env), capture_output=True, text=True, timeout=timeout)
+def run_python(*argv: str, env: dict | None = None, timeout: float = 600,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """``python ARGV`` from the repository root in a user's environment, its
+    output captured as text: in a fork of a process that has imported what a
+    command imports (:mod:`tests.helpers.preload`), unless ``fresh`` or ``env``
+    changes what importing does."""
+    env = cli_env(env)
+    if not fresh and (server := preload.server_for(env, ROOT)) is not None:
+        return preload.run(server, list(argv), env, ROOT, timeout)
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 600,
+            fresh: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python run_sweep.py ARGS`` as a user would, from the repository root
+    (``fresh``: in a new interpreter, for a test of what starting one prints or loads)."""
+    return run_python("run_sweep.py", *suite_defaults(args), env=env, timeout=timeout,
+                      fresh=fresh)
 
 
 def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
