@@ -53,8 +53,10 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, cores or 1))
 
 
-# The shared smoke sweep: every variant of spt x lsa, 2 epochs, W&B offline.
-SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline", "estimate=true"]
+# The shared smoke sweep: every variant of spt x lsa, 2 epochs, W&B offline, the
+# speed estimate and the report's figures on (the suite's other sweeps leave them out).
+SMOKE_SWEEP = ["-m", "spt=true,false", "lsa=true,false", "wandb.mode=offline", "estimate=true",
+               "report.plots=true"]
 
 
 @pytest.fixture(scope="session")

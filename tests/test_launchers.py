@@ -23,7 +23,7 @@ def comparable(record: dict) -> dict:
     """A record without what legitimately differs between launches."""
     history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
     config = {k: v for k, v in record["config"].items()
-              if k not in ("sweep_id", "results_dir", "estimate")}  # the shared sweep's is on
+              if k not in ("sweep_id", "results_dir", "estimate", "report")}  # the sweep's own
     config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
     config["gpu"] = {k: v for k, v in config["gpu"].items()   # a path; how jobs are launched
                      if k not in ("compilation_cache", "jobs_at_once")}

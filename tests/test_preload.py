@@ -1,9 +1,11 @@
 """The suite's preloaded command runner stands in for a fresh ``python``: same
 output, exit code and files, and a fresh process wherever importing would differ."""
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import preload
-from tests.helpers.commands import run_cli, run_python, smoke_overrides
+from tests.helpers.commands import run_python
 
 BASE = {"PATH": "/usr/bin", "HOME": "/root", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -47,19 +49,11 @@ def test_a_forked_command_prints_and_exits_as_a_fresh_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_forked_jobs_write_their_wandb_media_and_leave_the_servers_alone(tmp_path, wandb_cli):
-    """wandb's media folder is made when it is imported and deleted when a
-    process exits: each fork has its own, so a second job after the first still
-    logs its tables (the attention maps), and the run is complete."""
-    from ablation.runs.record import find_records, read_record
-    from tests.helpers.wandb_runs import wandb_inspect
-
-    for n in range(2):
-        done = run_cli("-m", "spt=false", "lsa=false", "wandb.mode=offline",
-                       *smoke_overrides(tmp_path / str(n), "trainer.epochs=1"))
-        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
-        (path,) = find_records(tmp_path / str(n))
-        record = read_record(path)
-        seen = wandb_inspect(wandb_cli, path.parent / record["wandb"]["dir"])
-        assert seen["state"] == "finished"
-        assert seen["summary"]["test/top1"] == record["metrics"]["test_top1"]
+def test_each_fork_has_its_own_wandb_media_folder():
+    """wandb makes its media folder when it is imported and deletes it when the
+    process exits: each fork makes its own, so one command's exit does not take
+    the folder of the next (where its tables are written)."""
+    first, second = (run_python("-m", "tests.helpers.wandb_media") for _ in range(2))
+    assert first.returncode == 0 and second.returncode == 0, second.stderr[-2000:]
+    assert first.stdout != second.stdout
+    assert not Path(first.stdout.strip()).exists()  # its own, gone with it

@@ -30,17 +30,20 @@ def cli_env(extra: dict | None = None) -> dict:
 
 
 def suite_defaults(args) -> list[str]:
-    """A multirun's ``args`` with two defaults of the suite, unless they name them:
+    """A multirun's ``args`` with three defaults of the suite, unless they name them:
     ``estimate=false`` (its probe trains a few steps: seconds per sweep, across the
     suite's many sweeps; the shared smoke sweep keeps it on and tests/test_estimate.py
-    checks it) and ``gpu.jobs_at_once=1`` (the jobs one after another in the
-    command's process on a GPU machine too, as on the CPU; test_launchers and
-    test_overlap try the other launchers)."""
+    checks it), ``report.plots=false`` (drawing the figures takes seconds a sweep; the
+    shared smoke sweep draws them and tests/test_sweep.py checks them) and
+    ``gpu.jobs_at_once=1`` (the jobs one after another in the command's process on a
+    GPU machine too, as on the CPU; test_launchers and test_overlap try the other
+    launchers)."""
     args = list(args)
     if "-m" not in args or any(a.startswith(("--cfg", "--help")) for a in args):
         return args
-    if not any(a.startswith("estimate=") for a in args):
-        args.append("estimate=false")
+    for default in ("estimate=false", "report.plots=false"):
+        if not any(a.startswith(default.split("=")[0] + "=") for a in args):
+            args.append(default)
     if not any(a.startswith(("gpu.jobs_at_once=", "hydra/launcher=")) for a in args):
         args.append("gpu.jobs_at_once=1")
     return args
