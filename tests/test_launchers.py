@@ -77,3 +77,23 @@ def test_launcher_matches_the_basic_launcher(tmp_path, basic, launcher, wandb_cl
         for path, _ in launched.values():
             saved = (path.parent / ".hydra" / "hydra.yaml").read_text()
             assert "JoblibLauncher" in saved and "n_jobs: 2" in saved
+
+
+def test_sacct_failing_on_every_poll_is_said_once(capsys):
+    """A Slurm without accounting: submitit's warning on each poll becomes one plain
+    line; its other messages pass as they were."""
+    import logging
+
+    from ablation.sweep.submitit_log import NOTE, say_sacct_failure_once
+
+    logger = logging.getLogger("submitit.test")  # a child: the real logger's handlers stay out
+    logger.propagate = False
+    logger.handlers[:] = [logging.StreamHandler()]
+    say_sacct_failure_once("submitit.test")
+    say_sacct_failure_once("submitit.test")  # installed once
+    for call in range(1, 4):
+        logger.warning(f"Call #{call} - Bypassing sacct error Command '['sacct', '-j', '1']' "
+                       "returned non-zero exit status 1., status may be inaccurate.")
+        logger.warning("Job 1 was requeued")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"note: {NOTE}", *["Job 1 was requeued"] * 3]

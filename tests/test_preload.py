@@ -32,6 +32,21 @@ def test_a_variable_the_command_lacks_is_a_difference():
     assert not preload.forkable({"PATH": "/usr/bin"}, {"PATH": "/usr/bin", "XLA_FLAGS": "x"})
 
 
+def test_what_the_imports_set_is_no_difference():
+    """Variables TensorFlow's import sets (in the server, or later in the test's own
+    process) are a fork's anyway."""
+    assert preload.forkable({**BASE, "TF2_BEHAVIOR": "1"}, BASE, ["TF2_BEHAVIOR"])
+    assert not preload.forkable({**BASE, "TF2_BEHAVIOR": "1"}, BASE)
+
+
+@pytest.mark.parametrize("argv, forks", [
+    (["run_sweep.py", "--help"], True), (["-m", "ablation.report"], True),
+    (["-c", "print(1)"], False), (["-u", "run_sweep.py"], False), (["-m"], False), ([], False),
+])
+def test_only_scripts_and_modules_are_forked(argv, forks):
+    assert preload.runs_here(argv) is forks
+
+
 @pytest.mark.slow
 def test_a_forked_command_prints_and_exits_as_a_fresh_one(tmp_path):
     """A refusal, the help page and a module's error: the same stdout, stderr and
@@ -43,6 +58,7 @@ def test_a_forked_command_prints_and_exits_as_a_fresh_one(tmp_path):
     ]
     for argv in commands:
         forked, fresh = run_python(*argv), run_python(*argv, fresh=True)
+        assert getattr(forked, "forked", False) and not hasattr(fresh, "forked"), argv
         assert (forked.returncode, forked.stdout, forked.stderr) == \
                (fresh.returncode, fresh.stdout, fresh.stderr), argv
     assert forked.returncode != 0 and "absent" in forked.stderr

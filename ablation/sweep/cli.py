@@ -39,6 +39,7 @@ from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
+from ablation.sweep.submitit_log import say_sacct_failure_once  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
 
@@ -174,6 +175,7 @@ def main() -> None:
     # A secret-named override's value is never needed: hide it from Hydra,
     # its saved files, its job lines, folder names and wandb's copy of argv.
     sys.argv = redact_argv(sys.argv)
+    say_sacct_failure_once()  # a Slurm without accounting: its poll's warning once, not each time
     publish(SweepContext())  # nothing inherited: a refusal removes only what this command made
     try:
         with interruptible():

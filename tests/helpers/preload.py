@@ -55,10 +55,12 @@ def _read_time(name: str) -> bool:
     return name.startswith(RUN_TIME_PREFIXES) or name in RUN_TIME_NAMES
 
 
-def forkable(env: dict, server_env: dict) -> bool:
+def forkable(env: dict, server_env: dict, set_by_imports=()) -> bool:
     """Whether a command with ``env`` may run in a fork of a server started with
-    ``server_env``: they differ only in settings read at run time."""
-    names = set(env) | set(server_env)
+    ``server_env``: they differ only in settings read at run time, or in those the
+    imports themselves set (``set_by_imports``: a process that has imported
+    TensorFlow passes them on, and a fork has them as a fresh command would)."""
+    names = (set(env) | set(server_env)) - set(set_by_imports)
     return all(_read_time(n) for n in names if env.get(n) != server_env.get(n))
 
 
@@ -85,18 +87,38 @@ _SET_BY_IMPORTS: dict = {}  # the server's environment variables its imports set
 def _own_process_state(env: dict) -> None:
     """In the fork: what a fresh process has of its own. Its environment is the
     command's, plus what importing set in it (the server's own changes); its
-    temporary files go where the command's environment says; wandb's media
-    folder, which its import made and its exit deletes, is a new one."""
+    temporary files go where the command's environment says; numpy's global
+    generator is seeded afresh; wandb's media folder, which its import made and
+    its exit deletes, is a new one."""
+    import weakref
+
+    import numpy as np
+
     os.environ.clear()
     os.environ.update(env)
     os.environ.update(_SET_BY_IMPORTS)
     tempfile.tempdir = None
+    np.random.seed()  # numpy's global generator, seeded afresh as in a new process
+    # what the imports made and would remove at exit (temporary folders) is the
+    # server's: no fork's exit removes it
+    for finalizer in list(weakref.finalize._registry):
+        finalizer.detach()
     from wandb.sdk.data_types import _private
 
+    own = tempfile.TemporaryDirectory("wandb-media")  # where a command's tables are written
     media = _private.MEDIA_TMP
-    media._finalizer.detach()  # the server's folder: not this command's to delete
-    own = tempfile.TemporaryDirectory("wandb-media")
     media.name, media._finalizer, media._own = own.name, own._finalizer, own
+
+
+def _command_frames(tb):
+    """A traceback from the command's own first frame on, as a fresh python shows it
+    (without this module's and runpy's frames)."""
+    import runpy
+
+    outer = {__file__, runpy.__file__, "<frozen runpy>"}
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in outer:
+        tb = tb.tb_next
+    return tb
 
 
 def _is_module_file(name: str) -> bool:
@@ -108,7 +130,6 @@ def _run_command(argv: list[str], env: dict, cwd: str, out: int, err: int) -> No
     """In the fork: become ``python ARGV`` and never return."""
     import runpy
     import threading
-    import traceback
 
     code, killed_by = 0, None
     try:
@@ -136,7 +157,7 @@ def _run_command(argv: list[str], env: dict, cwd: str, out: int, err: int) -> No
         if not isinstance(e.code, (int, type(None))):
             print(e.code, file=sys.stderr)
     except BaseException as e:  # noqa: BLE001 (as the interpreter reports an uncaught one)
-        traceback.print_exc()
+        sys.excepthook(type(e), e, _command_frames(e.__traceback__))
         code = 1
         if isinstance(e, KeyboardInterrupt):  # and then dies of the SIGINT
             killed_by = signal.SIGINT
@@ -179,6 +200,9 @@ def serve(path: str) -> None:
     before = dict(os.environ)
     _preload()
     _SET_BY_IMPORTS.update({k: v for k, v in os.environ.items() if before.get(k) != v})
+    threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if threads > 3:  # the main thread and two idle native ones after TensorFlow's import
+        sys.exit(f"the preloaded imports started {threads} threads: forking them is unsafe")
     sys.stdout.flush()
     sys.stderr.flush()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
@@ -187,7 +211,7 @@ def serve(path: str) -> None:
         listener.bind(path)
         listener.listen(16)
         listener.settimeout(2)
-        print("ready", flush=True)
+        print("ready", json.dumps(sorted(_SET_BY_IMPORTS)), flush=True)
         while os.getppid() == parent:  # a test process killed outright leaves no server
             try:
                 conn, _ = listener.accept()
@@ -216,17 +240,19 @@ class _Server:
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.preload", self.path],
                                      cwd=cwd, env=self.env, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
-        ready = self.proc.stdout.readline()
-        if ready.strip() != b"ready":
+        ready = self.proc.stdout.readline().decode()
+        if ready.startswith("ready "):
+            self.set_by_imports = json.loads(ready[len("ready "):])
+        else:
             self.log.seek(0)
             raise RuntimeError("the preloaded server did not start: "
                                + self.log.read().decode(errors="replace")[-3000:])
         atexit.register(self.stop)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # its waiters and commands too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
         self.log.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -242,12 +268,18 @@ def server_for(env: dict, cwd: Path) -> _Server | None:
         return None
     if _server is None or _server.proc.poll() is not None:
         _server = _Server(env, cwd)
-    if forkable(env, _server.env):
+    if forkable(env, _server.env, _server.set_by_imports):
         return _server
     if os.environ.get("VIT_TESTS_PRELOAD_DEBUG"):
         print("preload: fresh for", sorted(n for n in set(env) | set(_server.env)
                                            if env.get(n) != _server.env.get(n)), file=sys.stderr)
     return None
+
+
+def runs_here(argv: list[str]) -> bool:
+    """Whether ``python ARGV`` is a form a fork runs: a script, or ``-m module``
+    (no ``-c``, no interpreter options)."""
+    return bool(argv) and (argv[0] == "-m" and len(argv) > 1 or not argv[0].startswith("-"))
 
 
 def run(server: _Server, argv: list[str], env: dict, cwd: Path,
@@ -277,7 +309,9 @@ def run(server: _Server, argv: list[str], env: dict, cwd: Path,
                 raise subprocess.TimeoutExpired([sys.executable, *argv], timeout)
             raise RuntimeError(f"the preloaded command {argv} ended without an exit code")
         code = int(line.split()[1])
-        return subprocess.CompletedProcess([sys.executable, *argv], code, _text(out), _text(err))
+        done = subprocess.CompletedProcess([sys.executable, *argv], code, _text(out), _text(err))
+        done.forked = True  # for the tests of this module
+        return done
 
 
 def _text(file) -> str:
