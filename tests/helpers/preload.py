@@ -226,6 +226,9 @@ def serve(path: str) -> None:
                 finally:
                     os._exit(0)
             conn.close()
+    # the test process is gone: so are this server's folder, commands and waiters
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    os.killpg(0, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------------------
