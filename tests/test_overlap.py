@@ -1,6 +1,8 @@
 """gpu.jobs_at_once: a multirun's jobs share a GPU without the user choosing a launcher."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ablation.sweep.overlap import AUTO_JOBS_AT_ONCE, launcher_overrides, visible_gpus
@@ -28,6 +30,14 @@ def test_a_number_is_taken_as_given_on_any_machine():
     assert launcher_overrides(SWEEP, 1, gpus=1) == []
     assert launcher_overrides(SWEEP, 2, gpus=0) == ["hydra/launcher=joblib",
                                                     "hydra.launcher.n_jobs=2"]
+
+
+def test_no_hydra_plugin_at_all_means_one_job_at_a_time(monkeypatch, capsys):
+    # A machine without any Hydra plugin has no ``hydra_plugins`` package either.
+    monkeypatch.setitem(sys.modules, "hydra_plugins", None)
+    monkeypatch.delitem(sys.modules, "hydra_plugins.hydra_joblib_launcher", raising=False)
+    assert launcher_overrides(SWEEP, 2, gpus=1) == []
+    assert "the joblib launcher is not installed" in capsys.readouterr().out
 
 
 def test_cuda_visible_devices_narrows_the_gpus(monkeypatch):

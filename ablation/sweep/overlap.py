@@ -60,9 +60,18 @@ def launcher_overrides(args: list[str], setting, gpus: int | None = None) -> lis
     count = jobs_at_once(setting, visible_gpus() if gpus is None else gpus)
     if count <= 1:
         return []
-    if importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+    if not _installed("hydra_plugins.hydra_joblib_launcher"):
         print(f"note: gpu.jobs_at_once={setting} asks for {count} jobs at a time, but the joblib "
               f"launcher is not installed (pip install hydra-joblib-launcher): one at a time",
               flush=True)
         return []
     return [f"{LAUNCHER_GROUP}=joblib", f"hydra.launcher.n_jobs={count}"]
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported; a missing parent package (no Hydra
+    plugin at all, so no ``hydra_plugins``) is "no", not an error."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
