@@ -75,7 +75,7 @@ def run_python(*argv: str, env: dict | None = None, timeout: float = 600,
     changes what importing does."""
     env = cli_env(env)
     if (not fresh and preload.runs_here(list(argv))
-            and (server := preload.server_for(env, ROOT)) is not None):
+            and (server := preload.server_for(env, ROOT, cli_env())) is not None):
         return preload.run(server, list(argv), env, ROOT, timeout)
     return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)

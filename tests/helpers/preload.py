@@ -262,14 +262,15 @@ class _Server:
 _server: _Server | None = None
 
 
-def server_for(env: dict, cwd: Path) -> _Server | None:
-    """The running server if a command with ``env`` may use it (started on the
-    first call, with that ``env``), else None."""
+def server_for(env: dict, cwd: Path, start_env: dict | None = None) -> _Server | None:
+    """The running server if a command with ``env`` may use it, else None. It is
+    started on the first call, with ``start_env`` (the worker's plain environment:
+    not a test's hostile one, whose imports would fail), or else ``env``."""
     global _server
     if os.environ.get(OFF_ENV) or env.get(OFF_ENV):
         return None
     if _server is None or _server.proc.poll() is not None:
-        _server = _Server(env, cwd)
+        _server = _Server(env if start_env is None else start_env, cwd)
     if forkable(env, _server.env, _server.set_by_imports):
         return _server
     if os.environ.get("VIT_TESTS_PRELOAD_DEBUG"):
