@@ -13,6 +13,7 @@ from ablation.sweep import outcomes
 from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publish
 from tests.helpers.commands import run_cli, smoke_overrides
 from tests.helpers.paths import ROOT
+from tests.helpers.records import record
 
 # Holds a job folder's lock, as a running job does, until its stdin closes.
 HOLD = ("import sys; from ablation.runs.lock import job_lock\n"
@@ -71,7 +72,8 @@ def completed_record(folder, status="completed"):
 
 
 def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
-    ours_failed, ours_ok, busy, died = (tmp_path / n for n in ("a", "b", "c", "d"))
+    ours_failed, ours_ok, busy, died, stopped, lost = (
+        tmp_path / n for n in ("a", "b", "c", "d", "e", "f"))
     folder = outcome_folder(tmp_path, monkeypatch)
     # this sweep's job failed, then another sweep completed it: still a failure here
     outcomes.report(ours_failed, "failed", "FileNotFoundError: .tmp-model-1.keras")
@@ -80,10 +82,23 @@ def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
     outcomes.report(ours_ok, "completed")
     completed_record(ours_ok, "failed")
     outcomes.report(busy, "busy", f"{busy} is being run by another process (host h, pid 1)")
-    failures, skipped = outcomes.tally(tmp_path, [ours_failed, ours_ok, busy, died], folder)
-    assert failures == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
-                        (died, "the job left neither an outcome nor a record")]
-    assert skipped == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
+    # stopped in its worker (a time limit, scancel): its record says where it resumes
+    outcomes.report(stopped, "interrupted", "SIGTERM")
+    resumable = {"error": "interrupted by SIGTERM after epoch 2; rerun the same command to "
+                          "resume from epoch 3"}
+    record(tmp_path, False, False, False, 0, 0.5, status="interrupted", name="e",
+           extra=resumable)
+    # a node lost after an earlier stop: no outcome, an interrupted record
+    record(tmp_path, False, False, False, 0, 0.5, status="interrupted", name="f",
+           extra=resumable)
+    ended = outcomes.tally(tmp_path, [ours_failed, ours_ok, busy, died, stopped, lost], folder)
+    assert ended.failed == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
+                            (died, "the job left neither an outcome nor a record")]
+    assert ended.busy == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
+    assert ended.unfinished == [(stopped, resumable["error"]), (lost, resumable["error"])]
+    lines = outcomes.summary(tmp_path, *ended, resume="python run_sweep.py -m seed=0,1")
+    assert lines[lines.index("2 run(s) did not finish:") + 3] == (
+        "  to resume them: python run_sweep.py -m seed=0,1")
     assert not folder.exists() and not (tmp_path / outcomes.SWEEPS_DIR).exists()
 
 

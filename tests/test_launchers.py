@@ -6,8 +6,8 @@ exactly what the basic launcher trains in-process.
 """
 import pytest
 
-from ablation.runs.record import find_records, read_record
 from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.launched import comparable, records_by_name
 from tests.helpers.wandb_runs import wandb_inspect
 
 # The shared smoke sweep's jobs without lsa, with the same overrides, so its
@@ -15,32 +15,8 @@ from tests.helpers.wandb_runs import wandb_inspect
 # through each launcher that starts a process per job (each process loads
 # TensorFlow and traces the model again).
 SWEEP = ["-m", "lsa=false", "wandb.mode=offline"]
-TIMING = {"epoch_seconds", "train_seconds", "train_images_per_s", "started_at",
-          "finished_at", "locality/seconds"}
-
-
-def comparable(record: dict) -> dict:
-    """A record without what legitimately differs between launches."""
-    history = [{k: v for k, v in row.items() if k not in TIMING} for row in record["history"]]
-    config = {k: v for k, v in record["config"].items()
-              if k not in ("sweep_id", "results_dir", "estimate", "report")}  # the sweep's own
-    config["wandb"] = {k: v for k, v in config["wandb"].items() if k != "group"}
-    config["gpu"] = {k: v for k, v in config["gpu"].items()   # a path; how jobs are launched
-                     if k not in ("compilation_cache", "jobs_at_once")}
-    return {"switches": record["switches"], "status": record["status"],
-            "metrics": record["metrics"], "history": history, "params": record["params"],
-            "config": config, "run_name": record["run_name"]}
-
 
 pytestmark = pytest.mark.slow
-
-
-def records_by_name(root) -> dict:
-    records = {}
-    for path in find_records(root):
-        record = read_record(path)
-        records[record["run_name"]] = (path, record)
-    return records
 
 
 def sweep(tmp_path, *launcher):
@@ -77,23 +53,3 @@ def test_launcher_matches_the_basic_launcher(tmp_path, basic, launcher, wandb_cl
         for path, _ in launched.values():
             saved = (path.parent / ".hydra" / "hydra.yaml").read_text()
             assert "JoblibLauncher" in saved and "n_jobs: 2" in saved
-
-
-def test_sacct_failing_on_every_poll_is_said_once(capsys):
-    """A Slurm without accounting: submitit's warning on each poll becomes one plain
-    line; its other messages pass as they were."""
-    import logging
-
-    from ablation.sweep.submitit_log import NOTE, say_sacct_failure_once
-
-    logger = logging.getLogger("submitit.test")  # a child: the real logger's handlers stay out
-    logger.propagate = False
-    logger.handlers[:] = [logging.StreamHandler()]
-    say_sacct_failure_once("submitit.test")
-    say_sacct_failure_once("submitit.test")  # installed once
-    for call in range(1, 4):
-        logger.warning(f"Call #{call} - Bypassing sacct error Command '['sacct', '-j', '1']' "
-                       "returned non-zero exit status 1., status may be inaccurate.")
-        logger.warning("Job 1 was requeued")
-    lines = capsys.readouterr().err.splitlines()
-    assert lines == [f"note: {NOTE}", *["Job 1 was requeued"] * 3]

@@ -143,7 +143,13 @@ def test_slurm_preset_requeues_timed_out_jobs():
     launcher = __import__("yaml").safe_load(shown.stdout)
     launcher = launcher.get("hydra", launcher).get("launcher", launcher)
     assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] > 0
-    assert "submitit" in launcher["_target_"]
+    # Hydra's submitit launcher, with a wait that ends (tests/test_slurm.py)
+    assert launcher["_target_"] == "hydra_plugins.vit_ablation.slurm.SlurmLauncher"
+    from hydra_plugins.vit_ablation.slurm import SlurmLauncher
+
+    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in [
+        f"{c.__module__}.{c.__qualname__}" for c in SlurmLauncher.__mro__]
+    assert launcher["gpus_per_node"] == 1  # one GPU per job
 
 
 def test_a_stop_swallowed_during_training_is_raised_again_at_the_next_batch():

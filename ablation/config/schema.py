@@ -183,6 +183,9 @@ class Gpu(BaseModel):
     jobs_at_once: Annotated[Literal["auto"] | PositiveInt,
                             Field(description="must be auto or a positive integer")] = "auto"
     compilation_cache: Annotated[StrictStr, Field(pattern=r"\S", description="must be a folder path, or null to compile every time")] | None
+    devices: Annotated[list[Annotated[StrictInt, Field(ge=0)]
+                            | Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9-]+$")]],
+                       Field(min_length=1, description="must be a list of GPU ids, e.g. [0,1], or null for every visible GPU")] | None = None
 
 
 class Diagnostics(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import sys
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -123,9 +124,11 @@ class SweepEnd(Callback):
     Jobs record a failure in their ``run.json`` and return normally, so the
     sweep runs to the end (Hydra would otherwise skip ``on_multirun_end`` and
     name only the first error). Here every job of *this* sweep that failed is
-    listed with its reason, and the process exits 1 if there was any; jobs
-    skipped because another process was running them are listed too, and do
-    not change the exit code. What another sweep did in the same folder never
+    listed with its reason, and so is every job that did not finish (stopped
+    in a worker process or on a Slurm node: a time limit, ``scancel``, a lost
+    node), with the command that resumes them; the process exits 1 if there
+    was either. Jobs skipped because another process was running them are
+    listed too, and do not change the exit code. What another sweep did in the same folder never
     counts (see :mod:`ablation.sweep.outcomes`).
     """
 
@@ -136,11 +139,11 @@ class SweepEnd(Callback):
         folders = _job_folders.pop(str(sweep_dir), None)
         if folders is None:  # SweepStart left out of hydra.callbacks
             folders = [f for _, f in job_configs(config)]
-        failures, busy = outcomes.tally(sweep_dir, folders, current().outcomes)
+        ended = outcomes.tally(sweep_dir, folders, current().outcomes)
         update(outcomes=None)
-        if lines := outcomes.summary(sweep_dir, failures, busy):
+        if lines := outcomes.summary(sweep_dir, *ended, resume=resume_command()):
             print("\n".join(lines), flush=True)
-        if failures:
+        if ended.failed or ended.unfinished:
             raise SystemExit(1)
 
     @staticmethod
@@ -169,3 +172,10 @@ class SweepEnd(Callback):
             return
         print(report.markdown, flush=True)
         log.info("report: %s", ", ".join(str(f) for f in report.files))
+
+
+def resume_command() -> str:
+    """The command that started this sweep, to paste again: it resumes what did not finish."""
+    program, *args = sys.argv
+    head = ["python", program] if program.endswith(".py") else [Path(program).name]
+    return shlex.join([*head, *args])

@@ -31,6 +31,7 @@ from ablation.files import atomic_write, is_regular, read_text  # noqa: E402
 from ablation.runs.record import RECORD_FILENAME  # noqa: E402
 from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
+from ablation.runtime.gpu_pinning import pin as pin_gpu  # noqa: E402
 from ablation.runtime.process import freeze_imported_objects  # noqa: E402
 from ablation.runtime.signals import (STOP_CODES, exit_code, interruptible,  # noqa: E402
                                       stay_stopped, stop_name)
@@ -39,7 +40,6 @@ from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
-from ablation.sweep.submitit_log import say_sacct_failure_once  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
 
@@ -101,6 +101,9 @@ def job(cfg: DictConfig) -> float | None:
     if hydra_cfg.mode.name == "MULTIRUN":  # for the per-epoch lines (ablation.train.progress)
         update(job_num=int(hydra_cfg.job.num))
     import_early(str(cfg.wandb.mode))
+    # jobs side by side on a machine with several GPUs: one each, before any backend looks
+    pin_gpu(int(hydra_cfg.job.num) if hydra_cfg.mode.name == "MULTIRUN" else None,
+            cfg.gpu.get("devices"))
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)
         from ablation.job import JobBusy, run_job, write_failure
@@ -175,7 +178,6 @@ def main() -> None:
     # A secret-named override's value is never needed: hide it from Hydra,
     # its saved files, its job lines, folder names and wandb's copy of argv.
     sys.argv = redact_argv(sys.argv)
-    say_sacct_failure_once()  # a Slurm without accounting: its poll's warning once, not each time
     publish(SweepContext())  # nothing inherited: a refusal removes only what this command made
     try:
         with interruptible():

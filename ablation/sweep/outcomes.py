@@ -16,8 +16,9 @@ reports, so input refused before (or by) a job leaves none behind. A sweep
 killed outright (``kill -9``) cannot remove its folder: the next sweep into
 that folder, at its start and its end, removes those of this host whose
 process is gone (:func:`remove_stale`), never a live one's or another host's.
-When the sweep ends, :func:`tally` lists the failed and the busy jobs
-(:func:`summary`).
+When the sweep ends, :func:`tally` lists the failed, the unfinished (stopped by
+a signal, a time limit or a lost node, under a launcher that runs jobs in other
+processes) and the busy jobs (:func:`summary`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import shlex
 import socket
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ablation.files import (atomic_write, entries, is_folder, make_folder, read_text,
                             remove_empty_folder, remove_tree)
@@ -116,40 +118,72 @@ def finish(folder: str | Path) -> None:
     remove_stale(folder.parent.parent)  # also removes .sweeps once empty
 
 
-def tally(sweep_dir, job_folders: list[Path], folder: str | Path | None
-          ) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
-    """(folder, error) of this sweep's failed jobs and (folder, holder line) of
-    those it skipped as busy, from the outcomes its jobs reported in ``folder``
-    (which is then removed).
+class Tally(NamedTuple):
+    """(job folder, one line) of this sweep's jobs that did not complete."""
+    failed: list[tuple[Path, str]]
+    busy: list[tuple[Path, str]]  # skipped: another process held them
+    unfinished: list[tuple[Path, str]] = []  # stopped before their last epoch; resumable
+
+
+def tally(sweep_dir, job_folders: list[Path], folder: str | Path | None) -> Tally:
+    """This sweep's failed, busy and unfinished jobs, from the outcomes its jobs
+    reported in ``folder`` (which is then removed).
 
     A job that reported nothing (a launcher that did not pass the environment
-    on, a worker that died) is judged by its record; without an outcome
-    folder, every failed record below ``sweep_dir`` counts.
+    on, a worker or node that died) is judged by its record; without an
+    outcome folder, every failed record below ``sweep_dir`` counts.
     """
     if not folder:
-        return [(p.parent, e) for p, e in failed_runs(sweep_dir)], []
+        return Tally([(p.parent, e) for p, e in failed_runs(sweep_dir)], [], [])
     jobs = [Path(f).resolve() for f in job_folders]
     done = collect(folder)
     finish(folder)
     log.debug("%d of this sweep's %d jobs reported their outcome", len(done), len(jobs))
-    failures, busy = [], []
+    result = Tally([], [], [])
     for job in [*jobs, *(f for f in done if f not in jobs)]:
         outcome, shown = done.get(job), shown_path(job)
-        if outcome is None:
-            failures += [(shown, e) for _, e in failed_runs(job)]
-            if not (job / RECORD_FILENAME).exists():
-                failures.append((shown, "the job left neither an outcome nor a record"))
-        elif outcome["status"] == "failed":
-            failures.append((shown, outcome.get("detail") or "unknown error"))
-        elif outcome["status"] == "busy":
-            busy.append((shown, outcome.get("detail") or str(shown)))
-    return failures, busy
+        status = outcome["status"] if outcome else None
+        if status == "failed":
+            result.failed.append((shown, outcome.get("detail") or "unknown error"))
+        elif status == "busy":
+            result.busy.append((shown, outcome.get("detail") or str(shown)))
+        elif status == "interrupted":
+            result.unfinished.append((shown, _record_line(job) or
+                                      f"interrupted by {outcome.get('detail') or 'a signal'}"))
+        elif status is None:
+            record = _record(job)
+            if record is None:
+                result.failed.append((shown, "the job left neither an outcome nor a record"))
+            elif isinstance(record, str):
+                result.failed.append((shown, record))
+            elif record.get("status") == "failed":
+                result.failed.append((shown, record.get("error") or "unknown error"))
+            elif record.get("status") != "completed":
+                result.unfinished.append((shown, record.get("error") or
+                                          "it ended before its record did"))
+    return result
 
 
-def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, str]]
-            ) -> list[str]:
+def _record(job: Path) -> dict | str | None:
+    """The job's record; None when there is none; a line when it cannot be read."""
+    if not (job / RECORD_FILENAME).exists():
+        return None
+    try:
+        return read_record(job / RECORD_FILENAME)
+    except RecordError as e:
+        return f"unreadable record ({e})"
+
+
+def _record_line(job: Path) -> str | None:
+    record = _record(job)
+    return record.get("error") if isinstance(record, dict) else None
+
+
+def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, str]],
+            unfinished: list[tuple[Path, str]] = (), resume: str | None = None) -> list[str]:
     """The lines that end a sweep: the busy jobs (and the report to run once they
-    end), then the failed ones; none when every job ran."""
+    end), the unfinished ones (and ``resume``, the command that resumes them),
+    then the failed ones; none when every job ran."""
     lines = []
     if busy:
         lines.append(f"{len(busy)} job(s) skipped: another process was running them:")
@@ -157,6 +191,11 @@ def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, 
         folder = shown_path(Path(str(sweep_dir)).resolve())
         report = shlex.join(["python", "-m", "ablation.report", str(folder)])
         lines.append(f"  once it ends, the report with them: {report}")
+    if unfinished:
+        lines.append(f"{len(unfinished)} run(s) did not finish:")
+        lines += [f"  {folder}: {line}" for folder, line in unfinished]
+        if resume:
+            lines.append(f"  to resume them: {resume}")
     if failures:
         lines.append(f"{len(failures)} run(s) failed:")
         lines += [f"  {folder}: {error}" for folder, error in failures]

@@ -53,6 +53,11 @@ start() {
     fi
 
     stop  # a cluster left in this folder by an earlier start
+    # one Slurm per machine: its daemons' ports are fixed
+    running=$( { pgrep -x slurmctld; pgrep -x slurmd; } | tr '\n' ' ' || true)
+    if [ -n "$running" ]; then
+        fail "a Slurm is already running on this machine (pids $running): stop it first"
+    fi
     mkdir -p "$folder/state" "$folder/spool"
     host=$(hostname -s)
     cpus=$(nproc)
@@ -75,6 +80,14 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 MinJobAge=60
+# Requeues in seconds, not minutes: a stopped job's processes get KillWait seconds
+# before SIGKILL (default 30); a requeued job may start again after cred_expire
+# seconds (default 120), which must outlast a time limit's signal delay (30 s in the
+# tests): a job that starts again before its last run's end time is sent that run's
+# signal at once; and the schedulers look every 5 s (default: 60 and 30).
+KillWait=5
+AuthInfo=cred_expire=35
+SchedulerParameters=sched_interval=5,bf_interval=5
 NodeName=$host CPUs=$cpus RealMemory=$memory State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF

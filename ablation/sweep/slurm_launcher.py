@@ -1,0 +1,122 @@
+"""Hydra's Slurm launcher (submitit) with a wait that always ends.
+
+submitit waits for a job's result file, and learns that a job ended without
+one only from ``sacct``. Where a cluster keeps no accounting database, or a
+job ends without writing a result (its time limits spent, ``scancel``, a lost
+node, a job stopped by a signal that this suite turns into an ``interrupted``
+record), submitit's ``results()`` either waits forever or raises, and Hydra
+then ends the whole sweep with a traceback and no report.
+
+``hydra/launcher=slurm`` names :class:`hydra_plugins.vit_ablation.slurm.SlurmLauncher`
+(Hydra takes launchers only from its ``hydra_plugins`` package): Hydra's
+launcher with one change, made here. Each job's wait looks for the result file
+and asks ``squeue``, never ``sacct``: ``squeue`` lists a job while Slurm knows
+it, and an ended one for the cluster's ``MinJobAge``. A job that Slurm lists
+as ended, or no longer lists, and that has left no result :data:`GRACE_ENV`
+seconds later (a shared file system may show the file late), is given up:
+the launcher returns a placeholder for it, the sweep goes on to its report,
+and the sweep's end lists the job as unfinished, with the command that
+resumes it, and exits 1
+(:mod:`ablation.sweep.outcomes`).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+from hydra.core.utils import JobReturn, JobStatus
+
+from ablation.files import entries
+
+log = logging.getLogger(__name__)
+
+GRACE_ENV = "VIT_ABLATION_SLURM_GRACE_S"
+DEFAULT_GRACE_S = 60.0
+POLL_S = 5.0
+# Slurm's job states after which a job runs no more (squeue --states=all)
+ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"})
+
+
+def grace_seconds() -> float:
+    """How long an ended job's result may take to appear (``$VIT_ABLATION_SLURM_GRACE_S``)."""
+    try:
+        return max(float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S)), 0.0)
+    except ValueError:
+        return DEFAULT_GRACE_S
+
+
+def slurm_state(job_id: str) -> str | None:
+    """The job's state as ``squeue`` gives it (``RUNNING``, ``TIMEOUT``, ...), or
+    None when Slurm no longer knows the job; "" when ``squeue`` could not be asked."""
+    try:
+        done = subprocess.run(["squeue", "--noheader", "--states=all", "--jobs", str(job_id),
+                               "--format=%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    states = done.stdout.split()
+    if done.returncode == 0:
+        return states[0] if states else None
+    return None if "invalid job id" in done.stderr.lower() else ""
+
+
+class BoundedJob:
+    """A submitit job whose ``results()`` returns once Slurm is done with it."""
+
+    def __init__(self, job, overrides: list[str]):
+        self.job, self.overrides = job, overrides
+
+    def __getattr__(self, name):
+        return getattr(self.job, name)
+
+    def results(self) -> list:
+        grace, ended_at = grace_seconds(), None
+        while True:
+            if self.has_result():
+                return self.job.results()
+            state = slurm_state(self.job.job_id)
+            if state is None or state in ENDED:
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at >= grace:
+                    return [self.without_result(state or "no longer known to Slurm")]
+            elif state:  # pending, running, requeued: its result may still come
+                ended_at = None
+            time.sleep(min(POLL_S, grace) if ended_at else POLL_S)
+
+    def has_result(self) -> bool:
+        """Whether the job's result file is there (listing its folder, which a shared
+        file system answers afresh). submitit's own ``done()`` would also call
+        ``sacct``, which prints a line on each call where it fails."""
+        result = self.job.paths.result_pickle
+        return result in entries(result.parent, result.name)
+
+    def without_result(self, state: str) -> JobReturn:
+        log.warning("Slurm job %s (%s) ended without a result (%s): not waited for any longer",
+                    self.job.job_id, " ".join(self.overrides), state)
+        ret = JobReturn(overrides=list(self.overrides), status=JobStatus.COMPLETED)
+        ret.return_value = None
+        return ret
+
+
+@contextlib.contextmanager
+def bounded_waits(job_overrides) -> Iterator[None]:
+    """Within the block, the jobs submitit's executor returns are :class:`BoundedJob`\\ s
+    (Hydra's launcher makes its executor and waits inside one method)."""
+    import submitit
+
+    executor_class = submitit.AutoExecutor
+
+    class BoundedExecutor(executor_class):
+        def map_array(self, *args, **kwargs):
+            jobs = super().map_array(*args, **kwargs)
+            return [BoundedJob(job, list(o)) for job, o in zip(jobs, job_overrides)]
+
+    submitit.AutoExecutor = BoundedExecutor
+    try:
+        yield
+    finally:
+        submitit.AutoExecutor = executor_class

@@ -1,0 +1,1 @@
+"""vit-ablation's Hydra plugins: Hydra instantiates launchers only from here."""

@@ -1,0 +1,201 @@
+"""Sweeps through a real Slurm scheduler, started on this machine.
+
+``tests/slurm/local_cluster.sh`` starts a single-node Slurm (root, Debian's
+slurm-wlm and munge); where it cannot (not root, no apt), these tests are
+skipped with its reason. One machine runs one Slurm (its daemons' ports), so
+the end-to-end checks are one test, in stages that run side by side where
+they can:
+
+- two identical sweeps submitted into one folder at once: records equal to
+  the basic launcher's, and each job trained once;
+- a time limit: Slurm sends SIGUSR2, submitit requeues the job, and it
+  resumes from its checkpoint to the end;
+- a preemption (``scontrol requeue``), then ``scancel``: the job resumes after
+  the first; after the second it is ``interrupted``, the sweep stops waiting
+  for it, reports, names the command that resumes it and exits 1; that
+  command resumes it to the end.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ablation.runs.record import read_record
+from tests.helpers.commands import cli_env, smoke_overrides, suite_defaults
+from tests.helpers.launched import comparable, records_by_name
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = ROOT / "tests" / "slurm" / "local_cluster.sh"
+# One CPU per job on the test machine's node; no GPU; the default partition.
+SLURM = ["hydra/launcher=slurm", "hydra.launcher.partition=debug",
+         "hydra.launcher.gpus_per_node=0", "hydra.launcher.cpus_per_task=1",
+         "hydra.launcher.mem_gb=2"]
+# A job stopped by Slurm leaves its result file at once here: no shared file system.
+GRACE = "3"
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """The environment that reaches the local Slurm (``SLURM_CONF``)."""
+    folder = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run(["bash", str(CLUSTER), "start", str(folder)],
+                             capture_output=True, text=True, timeout=600)
+    if started.returncode != 0:
+        pytest.skip(f"no local Slurm: {started.stderr.strip()}")
+    conf = re.search(r"SLURM_CONF=(\S+)", started.stdout)[1]
+    yield cli_env({"SLURM_CONF": conf, "VIT_ABLATION_SLURM_GRACE_S": GRACE})
+    subprocess.run(["bash", str(CLUSTER), "stop", str(folder)], capture_output=True,
+                   timeout=120)
+
+
+def one_thread(env: dict) -> dict:
+    """``env`` for jobs that keep to the one CPU they ask Slurm for (the long ones:
+    the rest of the suite runs beside them). Not for jobs compared with the basic
+    launcher's: another thread count sums in another order."""
+    return {**env, "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+
+
+def start_sweep(env, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "run_sweep.py", *suite_defaults(args)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def finish(proc: subprocess.Popen, timeout=600) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def slurm_jobs(env, name: str) -> dict[str, str]:
+    """State of each Slurm job whose folder holds ``name``, by job id."""
+    out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i %T %o"],
+                         env=env, capture_output=True, text=True, timeout=60).stdout
+    return {line.split()[0]: line.split()[1] for line in out.splitlines() if name in line}
+
+
+def job_logs(sweep: Path) -> list[str]:
+    """What each Slurm job of the sweep folder printed (its stdout and stderr)."""
+    return ["".join(p.read_text(errors="replace") for p in sorted(folder.glob("*_log.*")))
+            for folder in sorted(sweep.glob(".submitit/*"))
+            if re.fullmatch(r"\d+(_\d+)?", folder.name)  # <job> or <array>_<task>
+            and any(folder.glob("*_log.*"))]
+
+
+def wait_for(condition, what: str, timeout: float = 240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(1)
+    raise AssertionError(f"waited {timeout:.0f} s for {what}")
+
+
+def last_checkpoint(job_folder: Path) -> int:
+    """The epoch of the job's newest checkpoint (0: none)."""
+    return max((int(m[1]) for p in job_folder.glob("checkpoint/model-*.keras")
+                if (m := re.fullmatch(r"model-(\d+)\.keras", p.name))), default=0)
+
+
+def running_with_checkpoint(env, sweep_root: Path, job_folder: Path) -> str | None:
+    """The Slurm job id of the one job below ``sweep_root`` once it runs and has
+    saved a checkpoint (a stop then has an epoch to resume from)."""
+    jobs = slurm_jobs(env, str(sweep_root))
+    if last_checkpoint(job_folder) and len(jobs) == 1:
+        ((job_id, state),) = jobs.items()
+        return job_id if state == "RUNNING" else None
+    return None
+
+
+def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
+    basic = records_by_name(smoke_sweep.root)
+
+    # --- side by side: a time-limited job, a job to stop, two sweeps into one folder ---
+    limited = tmp_path / "limited"
+    # a one-minute limit, SIGUSR2 half a minute before: the first attempt ends at its
+    # time limit; then the limit is raised, so the second completes
+    chain = ["-m", "seed=0", "spt=false", "lsa=false", "wandb.mode=disabled",
+             *smoke_overrides(limited, "trainer.epochs=80"), *SLURM,
+             "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30"]
+    timed = start_sweep(one_thread(slurm), *chain)
+    cancelled = tmp_path / "cancelled"
+    stop = ["-m", "seed=1", "spt=false", "lsa=false", "wandb.mode=disabled",
+            *smoke_overrides(cancelled, "trainer.epochs=30"), *SLURM]
+    stopped = start_sweep(one_thread(slurm), *stop)
+    shared = tmp_path / "shared"
+    twins = [start_sweep(slurm, "-m", "spt=true,false", "lsa=false", "wandb.mode=offline",
+                         *smoke_overrides(shared), *SLURM) for _ in range(2)]
+
+    # --- a preemption, then scancel: the sweep stops waiting, reports, exits 1 ---
+    victim = cancelled / "smoke" / "vit-s1_trainer.epochs=30"
+    victim_id = wait_for(lambda: running_with_checkpoint(slurm, cancelled, victim),
+                         "the first checkpoint")
+    subprocess.run(["scontrol", "requeue", victim_id], env=slurm, check=True, timeout=60)
+    wait_for(lambda: (victim / "run.json").exists()
+             and read_record(victim / "run.json")["status"] == "interrupted",
+             "the preempted job's record")
+    preempted_at = last_checkpoint(victim)
+    wait_for(lambda: running_with_checkpoint(slurm, cancelled, victim) and
+             last_checkpoint(victim) > preempted_at, "the preempted job's next checkpoint")
+    subprocess.run(["scancel", victim_id], env=slurm, check=True, timeout=60)
+
+    # --- the time-limited job: once signalled and requeued, given time to complete ---
+    timed_job = limited / "smoke" / "vit-s0_trainer.epochs=80"
+    timed_id = wait_for(lambda: "this job is timed-out" in "".join(job_logs(limited / "smoke"))
+                        and next(iter(slurm_jobs(slurm, str(limited))), None),
+                        "the first time limit")
+    subprocess.run(["scontrol", "update", f"JobId={timed_id}", "TimeLimit=10"], env=slurm,
+                   check=True, timeout=60)
+
+    # --- the two sweeps into one folder: the basic launcher's records, each trained once ---
+    for proc in twins:
+        code, out = finish(proc)
+        assert code == 0, out[-3000:]
+    launched = records_by_name(shared)
+    assert set(launched) == {"spt-s0", "vit-s0"}
+    for name, (_, record) in launched.items():
+        assert comparable(record) == comparable(basic[name][1])
+    # four Slurm jobs for two runs: each run trained by exactly one of them, the
+    # others found it completed (or running: busy)
+    logs = job_logs(shared / "smoke")
+    trained = [log for log in logs if ": test top-1 " in log and "skipped" not in log]
+    assert len(logs) == 4 and len(trained) == 2
+
+    # --- the stopped job: not waited for, listed with the command that resumes it ---
+    code, out = finish(stopped, timeout=300)
+    assert code == 1, out[-3000:]
+    record = read_record(victim / "run.json")
+    assert record["status"] == "interrupted"
+    assert "ended without a result (CANCELLED)" in out
+    assert (cancelled / "smoke" / "comparison.md").is_file()  # the report of what completed
+    lines = out.splitlines()
+    head = lines.index("1 run(s) did not finish:")
+    assert lines[head + 1].endswith(record["error"])
+    resume_epoch = int(re.search(r"resume from epoch (\d+)$", record["error"])[1])
+    command = shlex.split(lines[head + 2].removeprefix("  to resume them: "))
+    assert command[:4] == ["python", "run_sweep.py", "-m", "seed=1"]
+
+    # --- the printed command resumes the cancelled job ---
+    again = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, env=one_thread(slurm),
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    resumed = read_record(victim / "run.json")
+    assert resumed["status"] == "completed" and resumed["epochs_completed"] == 30
+    # resumed twice: after the preemption, then after scancel
+    assert len(resumed["resumed_from_epochs"]) == 2
+    assert resumed["resumed_from_epochs"][-1] == resume_epoch
+    assert "Bypassing signal SIGTERM" in "".join(job_logs(cancelled / "smoke"))
+
+    # --- the time-limited job: resumed from its checkpoint, completed ---
+    code, out = finish(timed)
+    assert code == 0, out[-3000:]
+    done = read_record(timed_job / "run.json")
+    assert done["status"] == "completed" and done["epochs_completed"] == 80
+    assert len(done["resumed_from_epochs"]) == 1 and done["resumed_from_epochs"][0] > 0
