@@ -161,12 +161,26 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
     return SystemExit(exit_code(error))
 
 
+def register_launchers() -> None:
+    """Make ``hydra/launcher=slurm``'s class known to Hydra. Hydra finds plugins by
+    scanning the ``hydra_plugins`` folders on ``sys.path``; an editable install's
+    package is found by an import hook instead, which that scan does not see."""
+    from hydra.core.plugins import Plugins
+
+    try:
+        from hydra_plugins.vit_ablation.slurm import SlurmLauncher
+    except ImportError:  # no submitit launcher installed: the preset says so when chosen
+        return
+    Plugins.instance().register(SlurmLauncher)
+
+
 def run_hydra(args: list[str]) -> None:
     """Hydra's own command line handling of ``args``, with :func:`job` as the task."""
     from hydra.core.global_hydra import GlobalHydra
 
     saved, sys.argv = sys.argv, [sys.argv[0], *args]
     GlobalHydra.instance().clear()  # each call composes afresh (one per job for -m --cfg)
+    register_launchers()
     try:
         hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")(job)()
     finally:
