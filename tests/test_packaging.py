@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_wheel_holds_every_module_every_config_and_both_commands(tmp_path):
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("ablation", "conf"):
+    for name in ("ablation", "conf", "hydra_plugins"):
         shutil.copytree(ROOT / name, source / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
@@ -29,7 +29,8 @@ def test_the_wheel_holds_every_module_every_config_and_both_commands(tmp_path):
         names = set(archive.namelist())
         entry_points = next(archive.read(n).decode() for n in names
                             if n.endswith(".dist-info/entry_points.txt"))
-    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "ablation").rglob("*.py")}
+    modules = {p.relative_to(ROOT).as_posix() for package in ("ablation", "hydra_plugins")
+               for p in (ROOT / package).rglob("*.py")}
     configs = {"ablation/conf/" + p.relative_to(ROOT / "conf").as_posix()
                for p in (ROOT / "conf").rglob("*.yaml")}
     assert modules - names == set()

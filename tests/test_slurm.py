@@ -198,4 +198,4 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     assert code == 0, out[-3000:]
     done = read_record(timed_job / "run.json")
     assert done["status"] == "completed" and done["epochs_completed"] == 80
-    assert len(done["resumed_from_epochs"]) == 1 and done["resumed_from_epochs"][0] > 0
+    assert done["resumed_from_epochs"] and min(done["resumed_from_epochs"]) > 0

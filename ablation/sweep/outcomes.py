@@ -122,7 +122,7 @@ class Tally(NamedTuple):
     """(job folder, one line) of this sweep's jobs that did not complete."""
     failed: list[tuple[Path, str]]
     busy: list[tuple[Path, str]]  # skipped: another process held them
-    unfinished: list[tuple[Path, str]] = []  # stopped before their last epoch; resumable
+    unfinished: list[tuple[Path, str]]  # stopped before their last epoch; resumable
 
 
 def tally(sweep_dir, job_folders: list[Path], folder: str | Path | None) -> Tally:
