@@ -77,11 +77,13 @@ class BoundedJob:
         grace, ended_at = grace_seconds(), None
         while True:
             if self.has_result():
-                return self.job.results()
+                return self.result()
             state = slurm_state(self.job.job_id)
             if state is None or state in ENDED:
                 ended_at = ended_at or time.monotonic()
                 if time.monotonic() - ended_at >= grace:
+                    if self.has_result():  # written while we slept
+                        return self.result()
                     return [self.without_result(state or "no longer known to Slurm")]
             elif state:  # pending, running, requeued: its result may still come
                 ended_at = None
@@ -92,7 +94,20 @@ class BoundedJob:
         file system answers afresh). submitit's own ``done()`` would also call
         ``sacct``, which prints a line on each call where it fails."""
         result = self.job.paths.result_pickle
-        return result in entries(result.parent, result.name)
+        return result in entries(result.parent)
+
+    def result(self) -> list:
+        """The job's result; a failure submitit caught outside the job's own handling
+        (its folder not writable, a signal before the job could record it) is logged
+        and the job is given up as without a result, so the sweep still reports."""
+        from submitit.core.utils import FailedJobError, UncompletedJobError
+
+        try:
+            return self.job.results()
+        except (FailedJobError, UncompletedJobError) as e:
+            log.warning("Slurm job %s failed outside the job: %s", self.job.job_id,
+                        str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+            return [self.without_result("failed in submitit")]
 
     def without_result(self, state: str) -> JobReturn:
         log.warning("Slurm job %s (%s) ended without a result (%s): not waited for any longer",
