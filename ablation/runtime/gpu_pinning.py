@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 _pinned: str | None = None  # this process's GPU, once its first job chose
 
 
+def driver_gpus() -> int:
+    """The NVIDIA GPUs the driver lists, found without loading a framework."""
+    folder = Path("/proc/driver/nvidia/gpus")
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
+
+
 def visible_devices(env: MutableMapping[str, str], found: int) -> list[str]:
     """The GPU ids this process may use: ``CUDA_VISIBLE_DEVICES``'s entries (up to
     the first ``-1``, as CUDA reads it), else ``0 .. found-1``."""
@@ -66,8 +72,7 @@ def pin(job_num: int | None, setting, env: MutableMapping[str, str] = os.environ
     if _pinned is not None or job_num is None:
         return _pinned
     if found is None:
-        folder = Path("/proc/driver/nvidia/gpus")
-        found = len(list(folder.iterdir())) if folder.is_dir() else 0
+        found = driver_gpus()
     devices = chosen_devices(setting, visible_devices(env, found))
     if setting is None and len(devices) < 2:  # no choice to make
         return None

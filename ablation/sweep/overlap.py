@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
+
+from ablation.runtime.gpu_pinning import driver_gpus
 
 AUTO_JOBS_AT_ONCE = 4
 LAUNCHER_GROUP = "hydra/launcher"
@@ -29,8 +30,7 @@ LAUNCHER_GROUP = "hydra/launcher"
 def visible_gpus() -> int:
     """NVIDIA GPUs this process may use, found without loading a framework:
     the driver's device list, narrowed by ``CUDA_VISIBLE_DEVICES``."""
-    folder = Path("/proc/driver/nvidia/gpus")
-    found = len(list(folder.iterdir())) if folder.is_dir() else 0
+    found = driver_gpus()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return found
