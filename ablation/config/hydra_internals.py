@@ -4,7 +4,8 @@ The suite reads a command line as Hydra will before Hydra runs it, so it can
 refuse bad input in one line before anything is written. That needs four
 things Hydra keeps under ``hydra._internal``: its argument parser, the config
 search path and loader (a group's options), and the basic sweeper's expansion
-of sweep overrides into jobs. They may change in any Hydra release, so
+of sweep overrides into jobs; and the basic sweeper itself, which
+``hydra/sweeper=tuned`` extends. They may change in any Hydra release, so
 ``pyproject.toml`` bounds ``hydra-core`` below the next minor version and
 ``tests/test_hydra_internals.py`` fails, naming what moved, when they change.
 Imported lazily: composing a config never waits for them.
@@ -32,6 +33,13 @@ def config_loader(config_dir: str | Path, extra_dir: str | Path | None = None):
     if extra_dir:
         search_path.append("command-line", f"file://{Path(extra_dir).resolve()}")
     return ConfigLoaderImpl(config_search_path=search_path)
+
+
+def basic_sweeper() -> type:
+    """Hydra's basic sweeper class, which ``hydra/sweeper=tuned`` extends."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper
 
 
 def sweep_jobs(overrides) -> list[list[str]]:

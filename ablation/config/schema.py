@@ -197,10 +197,33 @@ class Diagnostics(BaseModel):
     attention_maps: Count = 0
 
 
+class Published(BaseModel):
+    model_config = _group("forbid")
+    source: Text
+    top1: dict[StrictStr, _number("must be a percentage in [0, 100]", ge=0, le=100)]
+
+
 class Report(BaseModel):
     model_config = _group()
     after_sweep: Flag = True
     plots: Flag = True
+    published: Published | None = None  # the paper's top-1 beside the measured one
+
+
+class Tune(BaseModel):
+    """``tune=...``: each variant's search on validation (ablation.sweep.tuning)."""
+    model_config = _group()
+    params: Annotated[list[StrictStr], Field(min_length=1,
+                                             description="must be a list of dotted config keys")]
+    spread: Annotated[float, Strict(), Field(allow_inf_nan=False, gt=1,
+                                             description="must be a number > 1")]
+    trials: PositiveInt
+    sampler_seed: Seed
+    search_seed: Seed
+    epochs: PositiveInt | None = None
+    role: _one_of(("trial", "final")) = "final"
+    study: Text | None = None
+    trial: Count | None = None
 
 
 # every switch of the registry (ablation.config.switches), first
@@ -225,6 +248,7 @@ class RunConfig(_Switches):
     wandb: Wandb
     gpu: Gpu = Gpu(compilation_cache=None)
     diagnostics: Diagnostics = Diagnostics()
+    tune: Tune | None = None
 
 
 def declared(key: str) -> bool:

@@ -27,7 +27,8 @@ NOT_A_SETTING = frozenset({
     # each route to the reference one), so runs either way compare and resume
     "trainer.pad_batches", "model.attention_kernel",
 })
-NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.")
+NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.",
+                          "tune.")  # a search protocol: records say it (role, tuning)
 # A preset's name is no key of the composed config; it names the sweep folder itself.
 PRESET_GROUP = "experiment"
 

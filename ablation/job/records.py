@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ablation.config import redact, switches, variant_name
+from ablation.config.tuning import role, tuning_entry
 from ablation.runs.record import SCHEMA_VERSION, write_record
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import stop_name
@@ -44,6 +45,8 @@ def base_record(config: Mapping) -> dict:
         "dataset": config["dataset"]["name"],
         "model": config["model"]["name"],
         "seed": int(config["seed"]),
+        "role": role(config),            # trial: a tuned sweep's search job (docs/tuning.md)
+        "tuning": tuning_entry(config),  # the search a trial or a tuned final run belongs to
         "metrics": {},
         "history": [],
         "params": None,
@@ -109,6 +112,7 @@ def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
 def run_tags(config: Mapping) -> list[str]:
     flags = switches(config)
     return [variant_name(flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
-            config["dataset"]["name"], config["model"]["name"]]
+            config["dataset"]["name"], config["model"]["name"],
+            *(["tuned", role(config)] if config.get("tune") else [])]
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ablation.report import power
 from ablation.report.stats import CONFIDENCE
+from ablation.report.tuning import protocol_sentence
 
 # display column -> comparison column prefix of a gap that may be bold
 GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}
@@ -105,6 +106,14 @@ def caption(block: pd.DataFrame, escape=_as_is) -> str:
                      f"{MIN_TIMED_STEPS}, the first epoch of each attempt excluded), which "
                      "measures start-up and the machine's other load, not the model "
                      "(comparison.csv keeps images_per_s and timed_steps).")
+    said = protocol_sentence(block)
+    if said:
+        parts.append(escape(said))
+    sources = sorted({str(s) for s in block.get("paper_source", pd.Series(dtype=object))
+                      if isinstance(s, str)})
+    if sources:
+        parts.append(f"Paper top-1: the figure the paper published for this variant and "
+                     f"dataset, not a run of this suite ({escape('; '.join(sources))}).")
     said = code_sentence(block, escape)
     if said:
         parts.append(said)

@@ -12,6 +12,7 @@ spreadsheet would run as a formula is quoted (:mod:`ablation.report.escape`).
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -62,6 +63,10 @@ def comparison_csv(table: pd.DataFrame) -> str:
         return csv_text(table)
     gaps = [f"d_{m}{s}" for m in ("top1", "top5") for s in GAP_SUFFIXES]
     out = _round(table, [*POINTS, *gaps], _block_decimals(table))
+    for col in ("tuned_values", "tuning", "final_seeds"):  # a tuned block's search, as JSON
+        if col in out:
+            out[col] = out[col].map(lambda v: "" if v is None or v is np.nan
+                                    else json.dumps(v, sort_keys=True))
     for col, places in (("images_per_s", 1), ("train_seconds", 2), ("top1_correct", 6),
                         ("top5_correct", 6), ("d_top1_images", 6), ("d_top5_images", 6)):
         if col in out:

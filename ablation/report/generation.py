@@ -46,7 +46,8 @@ KEEP_REPLACED = 3
 REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison.html", "comparison.csv",
                 "factorial_effects.csv", "locality.csv", "locality_effects.csv",
                 "wandb_dashboard.json")
-REPORT_GLOBS = ("top1.png", "val_top1.png", "temperature.png", "locality_distance.png",
+REPORT_GLOBS = ("top1.png", "val_top1.png", "temperature.png", "tuning.png",
+                "locality_distance.png",
                 "locality_entropy.png", "attention_maps.png", "attention_maps_*.png")
 # What a set-aside generation is named (report_replaced_folder): nothing else is pruned.
 GENERATION_NAME = re.compile(r"^report-\d{8}-\d{6}-\d{6}$")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ablation.config import SWITCHES, settings
 from ablation.config.backend import DEFAULT_BACKEND
+from ablation.report import tuning
 from ablation.runs.epochs import steady_epochs
 from ablation.runs.record import RecordError, find_records, read_record
 from ablation.runtime.provenance import describe_code
@@ -82,7 +83,8 @@ def unusable(record: dict) -> str | None:
             return f"its config's {group}.{key} is {value!r}, not a positive whole number"
         if kind == "text" and not isinstance(value, str):
             return f"its config's {group}.{key} is {value!r}, not text"
-    return _unusable_diagnostics(record.get("diagnostics"))
+    return (tuning.unusable_tuning(record.get("tuning"))
+            or _unusable_diagnostics(record.get("diagnostics")))
 
 
 def _number(value) -> bool:
@@ -107,7 +109,13 @@ def _unusable_diagnostics(entry) -> str | None:
 
 
 def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
-    """One row per run below ``path`` (completed and failed), with its block.
+    """The runs of :func:`load` (a tuned sweep's trials left out)."""
+    return load(path, split_by_code)[0]
+
+
+def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per run below ``path`` (completed and failed), with its block;
+    and a tuned sweep's trials (:func:`ablation.report.tuning.trial_frame`).
 
     With ``split_by_code`` runs of different code (``code``: the package's
     version and commit, the backend's, Keras's and NumPy's versions) are
@@ -121,7 +129,9 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
     (the size of the test set), ``train_seconds``, ``train_images_per_s``,
     ``error``, W&B group and mode, ``history`` (per-epoch rows), ``diagnostics``
     (the record's locality entry, or None) and ``path``; ``best_test_top1``/``top5``
-    (the official protocol's best epoch), ``test_top1_correct``/``top5_correct``
+    (the official protocol's best epoch), ``role`` and ``tuning`` (a tuned sweep's
+    final run: its search, and :func:`ablation.report.tuning.annotate_finals`'s
+    columns), ``published`` (the paper's top-1 a preset names), ``test_top1_correct``/``top5_correct``
     (correct test images, where the accuracy sits on the test set's grid of
     1/``test_images``: the accuracies are then snapped to it, removing float32
     noise), ``timed_steps`` (training steps behind ``train_images_per_s``) and
@@ -138,6 +148,9 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
             "seed": int(record["seed"]), "status": record["status"],
             "test_top1": metrics.get("test_top1"), "test_top5": metrics.get("test_top5"),
             "best_val_top1": metrics.get("best_val_top1"),
+            "final_val_top1": metrics.get("final_val_top1"),
+            "role": record.get("role") or "final", "tuning": record.get("tuning"),
+            "published": published(record),
             "best_test_top1": metrics.get("best_test_top1"),
             "best_test_top5": metrics.get("best_test_top5"),
             "params": record.get("params"), "train_seconds": record.get("train_seconds"),
@@ -160,10 +173,17 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
             "code_resumed_under_other": isinstance(record.get("code_history"), list)
                                         and len(record["code_history"]) > 1,
             "_settings": {**settings(record["config"]), **identity(record),
+                          **tuned_identity(record.get("tuning")),
                           **({"code": json.dumps(describe_environment(
                               record.get("environment")))} if split_by_code else {})},
         })
+    trials = tuning.trial_frame(rows)
+    rows = [row for row in rows if row["role"] != "trial"]
+    if not rows:
+        raise ReportError(f"only the trials of a tuned sweep below {path}: its final runs "
+                          f"have not run yet (rerun the sweep's command to resume it)")
     runs = pd.DataFrame(rows)
+    tuning.annotate_finals(runs, trials)
     _add_data_identity(runs)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
@@ -175,7 +195,32 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
         runs[metric], correct = snap_to_test_set(runs[metric], runs["test_images"])
         if metric.startswith("test_"):
             runs[f"{metric}_correct"] = correct
-    return runs.reset_index(drop=True)
+    return runs.reset_index(drop=True), trials
+
+
+def tuned_identity(entry) -> dict[str, str]:
+    """A tuned final run's place among the settings: its searched keys differ per
+    variant on purpose (each is at its variant's best values), so they are
+    replaced by the search protocol, which sets the block apart."""
+    if not isinstance(entry, dict):
+        return {}
+    return {**{key: json.dumps("tuned") for key in entry["params"]},
+            TUNING_SETTING: tuning.protocol_key(entry)}
+
+
+TUNING_SETTING = "tuning"
+
+
+def published(record: dict) -> dict | None:
+    """The paper's published top-1 per variant that the run's preset names
+    (``report.published``: source and top-1 by variant label), if any."""
+    entry = ((record.get("config") or {}).get("report") or {}).get("published")
+    if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
+            and isinstance(entry.get("top1"), dict)
+            and all(isinstance(k, str) and _number(v) and 0 <= v <= 100
+                    for k, v in entry["top1"].items())):
+        return None
+    return {"source": entry["source"], "top1": dict(entry["top1"])}
 
 
 def identity(record: dict) -> dict[str, str]:
@@ -273,10 +318,24 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
         if differing:
             log.warning("%s x %s: runs differ in %s; reported as separate blocks",
                         dataset, model, ", ".join(differing))
-            labels.loc[block.index] = block["_settings"].map(
-                lambda s, keys=tuple(differing): ", ".join(
-                    f"{k}={json.loads(s[k]) if k in s else 'unset'}" for k in keys))
+            labels.loc[block.index] = block.apply(
+                lambda row, keys=tuple(differing): _label(row, keys), axis=1)
+        else:  # one block: a tuned one still says so
+            labels.loc[block.index] = block.apply(lambda row: _label(row, ()), axis=1)
     return labels
+
+
+def _label(row, keys: tuple[str, ...]) -> str:
+    """A run's setting label over the differing ``keys``; a tuned final run's says
+    how it was tuned instead of its searched keys."""
+    values = row["_settings"]
+    tuned = isinstance(row["tuning"], dict)
+    parts = [tuning.protocol_label(row["tuning"])] if tuned else []
+    if TUNING_SETTING in keys and not tuned:
+        parts.append("shared recipe")
+    parts += [f"{k}={json.loads(values[k]) if k in values else 'unset'}" for k in keys
+              if k != TUNING_SETTING and not (tuned and k in row["tuning"]["params"])]
+    return ", ".join(parts)
 
 
 def _drop_duplicates(runs: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from ablation.report.figures import (completed_runs, grid, pyplot, save_figure, 
                                      variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
+from ablation.report.tuning import TUNING_CAPTION
 
 def n_text(block: pd.DataFrame) -> str:
     """``mean over 3 seeds`` (or ``n per point`` when the variants differ)."""
@@ -158,6 +159,7 @@ def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
 FIGURE_LIMIT = 64 << 20  # bytes of one plot embedded in the HTML report
 CAPTIONS = {
     "top1": TOP1_CAPTION,
+    "tuning": TUNING_CAPTION,
     "val_top1": ("Validation top-1 per epoch (test top-1 under the official protocol), one line "
                  "per variant, mean over the seeds named in the title."),
     "temperature": ("Learned softmax temperature per layer: change from its start value "

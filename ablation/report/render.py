@@ -27,19 +27,35 @@ from ablation.report.captions import (  # noqa: F401 - caption, image_worth: use
     significant, speed_shown)
 from ablation.report.escape import latex_text, markdown_text
 from ablation.report.tables import BLOCK
+from ablation.report.tuning import values_text
 
 HEADER = ["Variant", *(s.column for s in REGISTRY), "n", "Top-1 (%)", "Top-5 (%)",
           "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]
 # Params: trainable parameters (the normalisation layer's statistics are not).
 
 
+TUNED_COLUMNS = ("Tuned values", "Best val top-1 (%)", "Trials")
+PAPER_COLUMN = "Paper top-1 (%)"
+
+
 def header(block: pd.DataFrame) -> list[str]:
     """The block's columns: best-epoch accuracies beside the final-epoch ones where
-    the block has them (official protocol)."""
-    if not shows_best_epoch(block):
-        return HEADER
-    at = HEADER.index("Top-5 (%)") + 1
-    return HEADER[:at] + list(BEST_COLUMNS) + HEADER[at:]
+    the block has them (official protocol); the paper's top-1 beside the measured
+    one where the preset names it; a tuned block's search after the switches."""
+    columns = list(HEADER)
+    if shows_best_epoch(block):
+        at = columns.index("Top-5 (%)") + 1
+        columns[at:at] = list(BEST_COLUMNS)
+    if "paper_top1" in block and block["paper_top1"].notna().any():
+        columns.insert(columns.index("Top-1 (%)") + 1, PAPER_COLUMN)
+    if is_tuned(block):
+        at = columns.index("n")
+        columns[at:at] = list(TUNED_COLUMNS)
+    return columns
+
+
+def is_tuned(block: pd.DataFrame) -> bool:
+    return "tuning" in block and block["tuning"].map(lambda e: isinstance(e, dict)).any()
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,12 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                             else ""),
             "Train time": duration(r["train_seconds"]),
         }
+        cells[PAPER_COLUMN] = f"{r['paper_top1']:.2f}" if _finite(r.get("paper_top1")) else ""
+        cells["Tuned values"] = style.escape(values_text(r.get("tuned_values")))
+        cells["Best val top-1 (%)"] = (f"{r['tuned_val_top1']:.2f}"
+                                       if _finite(r.get("tuned_val_top1")) else "")
+        cells["Trials"] = (f"{int(r['tuned_trials'])} of {int(r['tuned_budget'])}"
+                           if _finite(r.get("tuned_budget")) else "")
         for col, src in BEST_COLUMNS.items():
             cells[col] = (pct(r.get(f"{src}_mean"), r.get(f"{src}_std"), style)
                           if r["status"] == "ok" else r["status"])

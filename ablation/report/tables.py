@@ -121,11 +121,36 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
         row["timed_steps"] = ok["timed_steps"].min() if len(ok) else np.nan
         row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
         row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
+        row.update(_tuned(ok, mine), **_published(mine, VARIANTS[variant]))
         row["code"] = " | ".join(sorted(set(ok["code"].dropna()))) if "code" in ok else ""
         row["code_resumed_under_other"] = bool(ok.get("code_resumed_under_other",
                                                       pd.Series(dtype=bool)).any())
         rows.append(row)
     return rows
+
+
+def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
+    """A tuned final variant's search (:mod:`ablation.report.tuning`): its values,
+    the best trial's validation top-1 (percent), the trials run and the budget."""
+    runs = ok if len(ok) else mine
+    tuned = runs[runs["tuning"].map(lambda e: isinstance(e, dict))] if "tuning" in runs \
+        else runs.iloc[:0]
+    if tuned.empty:
+        return {"tuned_values": None, "tuned_val_top1": np.nan, "tuned_trials": np.nan,
+                "tuned_budget": np.nan, "tuning": None, "final_seeds": None}
+    first = tuned.iloc[0]
+    return {"tuned_values": first["tuned_values"], "final_seeds": sorted(map(int, ok.index)),
+            "tuned_val_top1": 100 * float(first["tuned_val_top1"]),
+            "tuned_trials": first["tuned_trials"], "tuned_budget": first["tuned_budget"],
+            "tuning": first["tuning"]}
+
+
+def _published(mine: pd.DataFrame, label: str) -> dict:
+    """The paper's top-1 for this variant, where the runs' preset names one."""
+    entries = [e for e in mine.get("published", pd.Series(dtype=object)) if isinstance(e, dict)]
+    if not entries or label not in entries[0]["top1"]:
+        return {"paper_top1": np.nan, "paper_source": None}
+    return {"paper_top1": float(entries[0]["top1"][label]), "paper_source": entries[0]["source"]}
 
 
 def factorial_design(block: pd.DataFrame) -> list[str] | None:

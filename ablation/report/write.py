@@ -12,9 +12,9 @@ import pandas as pd
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.files import atomic_write, make_folder
 from ablation.runs.record import find_records
-from ablation.report import export, locality, locality_plots, plots, render
+from ablation.report import export, locality, locality_plots, plots, render, tuning
 from ablation.report.generation import generation, prune_replaced
-from ablation.report.load import ReportError, load_runs
+from ablation.report.load import ReportError, load, load_runs
 from ablation.report.tables import comparison, factorial
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,10 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
 
 def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
                   make_plots: bool, split_by_code: bool = False) -> Report:
-    runs = load_runs(path, split_by_code=split_by_code)
+    runs, trials = load(path, split_by_code=split_by_code)
     make_folder(out)
     with generation(out) as current:
-        report = _write_files(runs, current.stage, make_plots)
+        report = _write_files(runs, current.stage, make_plots, trials)
     report.files = [out / f.name for f in report.files]
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
@@ -99,7 +99,8 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
     return report
 
 
-def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool) -> Report:
+def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
+                 trials: pd.DataFrame | None = None) -> Report:
     """Every file of one report generation, into the folder ``out``."""
     table = comparison(runs)
     effects = factorial(runs)
@@ -110,9 +111,11 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool) -> Report:
     if make_plots:  # before the HTML, which embeds them
         images.append(plots.top1_bars(table, out / "top1.png"))
         images.append(plots.val_curves(table, runs, out / "val_top1.png"))
-        temperature = plots.temperature_curves(table, runs, out / "temperature.png")
-        if temperature:
-            images.append(temperature)
+        for extra in (plots.temperature_curves(table, runs, out / "temperature.png"),
+                      tuning.figure(trials, out / "tuning.png") if trials is not None
+                      and len(trials) else None):
+            if extra:
+                images.append(extra)
         images += locality_plots.figures(runs, out)
     files = [
         _atomic_write(out / "comparison.md", markdown),

@@ -94,6 +94,8 @@ class Record(_Open):
     train_seconds: NonNegative | None = None
     train_images_per_s: NonNegative | None = None
     protocol: Literal["holdout", "official"] | None = None
+    role: Literal["trial", "final"] | None = None  # trial: a tuned sweep's search job
+    tuning: dict[str, Any] | None = None       # the search of a trial or a tuned final run
     wandb: Wandb | None = None
     environment: dict[str, Any] | None = None
     data: dict[str, Any] | None = None

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from ablation.config.secrets import scrub_text
 from ablation.config.switches import SWITCHES, as_bool, variant_label
+from ablation.config.tuning import role
 from ablation.files import entries, make_folder, set_aside
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import exit_code
@@ -261,7 +262,7 @@ def _each_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
         project=settings["project"],
         entity=settings.get("entity"),
         group=settings.get("group"),
-        job_type="train",
+        job_type="trial" if role(config) == "trial" else "train",  # a tuned sweep's search
         name=name,
         tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
         config=wandb_config(config),

@@ -19,9 +19,10 @@ from hydra.experimental.callback import Callback
 from ablation.config.compose import register_resolvers
 from ablation.config.hydra_internals import sweep_jobs
 from ablation.runtime.sweep_context import SweepContext, current, publish, update
-from ablation.sweep import outcomes
+from ablation.sweep import launched, outcomes
 from ablation.sweep.cleanup import missing_folders
 from ablation.sweep.preflight import check_jobs
+from ablation.sweep.tuning import trial_stand_ins
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the
@@ -30,9 +31,6 @@ register_resolvers()
 
 log = logging.getLogger(__name__)
 
-# Job folders of the sweeps this process started, by sweep folder: SweepEnd
-# needs them, and composing every job's config again costs time per job.
-_job_folders: dict[str, list[Path]] = {}
 
 
 def job_configs(config) -> list[tuple[dict, Path]]:
@@ -77,10 +75,12 @@ class SweepStart(Callback):
 
         def sweep():
             composed[:] = jobs = job_configs(config)
-            _job_folders[str(config.hydra.sweep.dir)] = [folder for _, folder in jobs]
+            launched.remember(config.hydra.sweep.dir, [folder for _, folder in jobs])
             return jobs
-        self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
-        self._estimate(composed, config.hydra.launcher)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        self._check(sweep, sweep_dir, config)
+        # a tuned sweep trains each variant's trials before these jobs
+        self._estimate([*composed, *trial_stand_ins(composed, sweep_dir)], config.hydra.launcher)
 
     @staticmethod
     def _estimate(jobs: list[tuple[dict, Path]], launcher) -> None:
@@ -136,7 +136,7 @@ class SweepEnd(Callback):
         sweep_dir = config.hydra.sweep.dir
         if config.get("report", {}).get("after_sweep", True):
             self.write_report(config, sweep_dir)
-        folders = _job_folders.pop(str(sweep_dir), None)
+        folders = launched.forget(sweep_dir)
         if folders is None:  # SweepStart left out of hydra.callbacks
             folders = [f for _, f in job_configs(config)]
         ended = outcomes.tally(sweep_dir, folders, current().outcomes)

@@ -162,11 +162,15 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
 
 
 def register_launchers() -> None:
-    """Make ``hydra/launcher=slurm``'s class known to Hydra. Hydra finds plugins by
-    scanning the ``hydra_plugins`` folders on ``sys.path``; an editable install's
-    package is found by an import hook instead, which that scan does not see."""
+    """Make the suite's plugins (``hydra/launcher=slurm``, ``hydra/sweeper=tuned``)
+    known to Hydra. Hydra finds plugins by scanning the ``hydra_plugins`` folders
+    on ``sys.path``; an editable install's package is found by an import hook
+    instead, which that scan does not see."""
     from hydra.core.plugins import Plugins
 
+    from hydra_plugins.vit_ablation.tuned import TunedSweeper
+
+    Plugins.instance().register(TunedSweeper)
     try:
         from hydra_plugins.vit_ablation.slurm import SlurmLauncher
     except ImportError:  # no submitit launcher installed: the preset says so when chosen

@@ -1,0 +1,154 @@
+"""A tuned sweep in the report: its trials, each variant's chosen values, a figure.
+
+A tuned sweep (docs/tuning.md) leaves two kinds of record: *trials* (``role:
+trial``), scored on validation, and *final runs* (``role: final`` with a
+``tuning`` entry) at their study's best values. Trials never enter the
+comparison table; final runs do, as a block of their own (their searched keys
+differ per variant on purpose), annotated here with what the search found:
+the chosen values, the best trial's validation top-1 and the trials run. A
+run of the shared recipe in the same folder keeps its own block beside it.
+Every number comes from the trial records, so it can be traced to them.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ablation.config.switches import variant_label
+
+PROTOCOL_KEYS = ("params", "spread", "sampler_seed", "search_seed", "epochs")
+
+
+def _finite_positive(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def unusable_tuning(entry) -> str | None:
+    """Why a record's ``tuning`` entry cannot be read, or None (absent or sound)."""
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        return "its tuning entry is not a mapping"
+    params, values = entry.get("params"), entry.get("values")
+    if not (isinstance(entry.get("study"), str) and isinstance(params, list)
+            and params and all(isinstance(p, str) for p in params)
+            and isinstance(values, dict) and set(values) == set(params)
+            and all(_finite_positive(v) for v in values.values())
+            and type(entry.get("trials")) is int and entry["trials"] > 0
+            and (entry.get("trial") is None or type(entry.get("trial")) is int)):
+        return "its tuning entry is not a search's (study, params, values, trials)"
+    return None
+
+
+def protocol_label(entry: dict) -> str:
+    """``tuned per variant: trainer.learning_rate, 8 trials`` (a block's setting label)."""
+    return f"tuned per variant: {', '.join(entry['params'])}, {entry['trials']} trials"
+
+
+def protocol_key(entry: dict) -> str:
+    """What sets one search protocol apart from another, as a setting value."""
+    return json.dumps({k: entry.get(k) for k in (*PROTOCOL_KEYS, "trials")}, sort_keys=True)
+
+
+def trial_frame(rows: list[dict]) -> pd.DataFrame:
+    """The trials among the loaded rows: study, variant, number, values, objective."""
+    trials = [r for r in rows if r["role"] == "trial" and r["tuning"] is not None]
+    frame = pd.DataFrame([{
+        "study": r["tuning"]["study"], "trial": r["tuning"].get("trial"),
+        "variant": r["variant"], "label": variant_label(r),
+        "dataset": r["dataset"], "model": r["model"],
+        "values": r["tuning"]["values"], "params": tuple(r["tuning"]["params"]),
+        "objective": r["final_val_top1"] if r["status"] == "completed" else np.nan,
+        "status": r["status"], "budget": r["tuning"]["trials"], "path": r["path"],
+    } for r in trials], columns=["study", "trial", "variant", "label", "dataset", "model",
+                                 "values", "params", "objective", "status", "budget", "path"])
+    frame["objective"] = pd.to_numeric(frame["objective"], errors="coerce")
+    return frame
+
+
+def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
+    """Each tuned final run's search: ``tuned_values`` (its searched keys' values),
+    ``tuned_val_top1`` (the study's best trial's validation top-1, a fraction),
+    ``tuned_trials`` (the study's trials that completed) and ``tuned_budget``."""
+    for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
+        runs[col] = None
+    for index, entry in runs["tuning"].items():
+        if entry is None:
+            continue
+        mine = trials[trials["study"] == entry["study"]] if len(trials) else trials
+        done = mine[mine["status"] == "completed"] if len(mine) else mine
+        runs.at[index, "tuned_values"] = entry["values"]
+        runs.at[index, "tuned_val_top1"] = (float(done["objective"].max()) if len(done)
+                                            else np.nan)
+        runs.at[index, "tuned_trials"] = int(mine["trial"].nunique()) if len(mine) else 0
+        runs.at[index, "tuned_budget"] = entry["trials"]
+
+
+def values_text(values) -> str:
+    """``lr 0.00316`` style: each searched key's last part and its value."""
+    if not isinstance(values, dict):
+        return ""
+    return ", ".join(f"{key.rsplit('.', 1)[-1]} {value:g}" for key, value in values.items())
+
+
+def protocol_sentence(block: pd.DataFrame) -> str:
+    """The tuned block's caption sentence: how the values were chosen."""
+    entries = [e for e in block.get("tuning", pd.Series(dtype=object)) if isinstance(e, dict)]
+    if not entries:
+        return ""
+    entry = entries[0]
+    seeds = sorted({int(s) for cell in block.get("final_seeds", []) if isinstance(cell, list)
+                    for s in cell})
+    epochs = (f"{entry['epochs']} epoch{'s' if entry['epochs'] != 1 else ''}"
+              if entry.get("epochs") else "the final runs' epochs")
+    return (f"Tuned per variant on the validation split only (the test split is never read "
+            f"for a choice): {', '.join(entry['params'])} searched log-uniformly within a "
+            f"factor {entry['spread']:g} of the preset's value, the same budget of "
+            f"{entry['trials']} trials for every variant (Optuna TPE, sampler seed "
+            f"{entry['sampler_seed']}), each trial trained with seed {entry['search_seed']} "
+            f"and {epochs}, scored by its final-epoch validation top-1; the final runs "
+            f"(seeds {', '.join(map(str, seeds))}) train at their variant's best values.")
+
+
+TUNING_CAPTION = ("Validation top-1 of every trial against the searched value, per variant "
+                  "(log scale); the filled marker is the variant's chosen value.")
+
+
+def figure(trials: pd.DataFrame, path: Path) -> Path | None:
+    """Validation top-1 of each trial against its value of the first searched
+    key, one panel per dataset x model, one series per variant."""
+    from ablation.report.figures import grid, pyplot, save_figure
+
+    done = trials[trials["status"] == "completed"] if len(trials) else trials
+    if done.empty:
+        return None
+    plt = pyplot()
+    from matplotlib import ticker
+
+    groups = list(done.groupby(["dataset", "model"], sort=True))
+    fig, axes = grid(plt, len(groups))
+    for ax, ((dataset, model), block) in zip(axes, groups):
+        key = block["params"].iloc[0][0]
+        for label, mine in block.groupby("label", sort=False):
+            x = mine["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)
+            y = 100 * mine["objective"].to_numpy(dtype=float)
+            order = np.argsort(x)
+            line, = ax.plot(x[order], y[order], "o-", alpha=0.6, label=label, markersize=4,
+                            markerfacecolor="none")
+            best = int(np.nanargmax(y))
+            ax.plot(x[best], y[best], "o", color=line.get_color(), markersize=7)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel(key)
+        ax.set_ylabel("validation top-1 (%)")
+        ax.set_title(f"{dataset} × {model}: trials per variant", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)

@@ -1,0 +1,305 @@
+"""A tuned sweep: each variant searched on validation, then its final runs.
+
+With a ``tune=...`` preset, the sweep's combinations are grouped into
+*studies*: a combination without its seed (one variant, with whatever else
+the command line sweeps). Every study gets the same budget: ``tune.trials``
+trial jobs, each training at values the search proposes for ``tune.params``
+(log-uniform within ``tune.spread`` of the preset's values), with the seed
+``tune.search_seed`` and ``tune.epochs`` epochs, scored by its final
+validation top-1 (the test split is never read for a choice). Then each
+requested seed trains at its study's best values: the final runs, whose
+folder names carry those values. Trials and final runs are jobs like any
+other (records, locks, W&B runs), launched in rounds through the chosen
+Hydra launcher, one trial of every unfinished study per round.
+
+The search (:mod:`ablation.sweep.search`) keeps its state in an Optuna
+journal in ``<sweep>/.tuning/``, so a stopped sweep resumes where it was: a
+finished trial is never run again, and a trial in flight when the sweep
+stopped is run again in its own folder, where it resumes from its checkpoint.
+One process tunes a sweep folder at a time (its ``.tuning`` lock).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ablation.config.refusals import ConfigError
+from ablation.config.settings import flatten, names_job_folder
+from ablation.config.switches import switches, variant_name
+from ablation.config.tuning import OBJECTIVE, Protocol, rounded
+from ablation.sweep import launched
+
+log = logging.getLogger(__name__)
+
+TUNING_FOLDER = ".tuning"        # in the sweep folder: the journal and its lock
+JOURNAL_FILE = "journal.log"
+LOCK_FILE = ".lock"
+
+
+@dataclass
+class Study:
+    """One variant's search: its combination without the seed, and its final runs."""
+    name: str                      # the variant, with any other swept setting: for people
+    variant: str                   # its switches' name (``spt+lsa+temp``): its trials' run names
+    overrides: list[str]           # the combination, seed left out
+    centre: dict[str, float]       # the preset's values of the searched keys
+    finals: list[list[str]] = field(default_factory=list)  # one combination per final seed
+    seeds: list[int] = field(default_factory=list)
+
+    def id(self, protocol: Protocol) -> str:
+        """The study's name in the journal and in its jobs' ``tune.study``."""
+        text = json.dumps({"overrides": sorted(self.overrides), **protocol.key()},
+                          sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def ranges(self, protocol: Protocol) -> dict[str, tuple[float, float]]:
+        return {key: (value / protocol.spread, value * protocol.spread)
+                for key, value in self.centre.items()}
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
+         config_of: Callable[[list[str]], Mapping]) -> list[Study]:
+    """The studies of a sweep's ``combinations`` (each job's overrides, as the
+    basic sweeper expands them); ``config_of`` composes a job's resolved config.
+    Refuses, in one line, what cannot be tuned fairly."""
+    studies: dict[tuple[str, ...], Study] = {}
+    for combination in combinations:
+        config = config_of(list(combination))
+        rest = [o for o in combination if _key(o) != "seed"]
+        study = studies.get(tuple(rest))
+        if study is None:
+            study = studies[tuple(rest)] = Study(
+                name=_study_name(config, rest), variant=variant_name(switches(config)),
+                overrides=rest,
+                centre=_centre(protocol, config))
+            _check_config(protocol, config, study.name)
+        study.finals.append(list(combination))
+        study.seeds.append(int(config["seed"]))
+    for study in studies.values():
+        if protocol.search_seed in study.seeds:
+            raise ConfigError(
+                f"tune.search_seed={protocol.search_seed} is also a final seed of {study.name}: "
+                f"the search must train with a seed apart from the final runs' "
+                f"(set tune.search_seed to another value)")
+    return list(studies.values())
+
+
+def _study_name(config: Mapping, rest: list[str]) -> str:
+    others = [o for o in rest if names_job_folder(_key(o))]
+    return variant_name(switches(config)) + (f" ({', '.join(others)})" if others else "")
+
+
+def _centre(protocol: Protocol, config: Mapping) -> dict[str, float]:
+    flat = flatten(config)
+    centre = {}
+    for key in protocol.params:
+        if key not in flat:
+            raise ConfigError(f"tune.params names {key}, which is no key of the config")
+        value = json.loads(flat[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(
+                f"tune.params names {key}={value!r}: a searched value must be a positive "
+                f"number (its range is log-uniform around it)")
+        centre[key] = float(value)
+    return centre
+
+
+def _check_config(protocol: Protocol, config: Mapping, name: str) -> None:
+    if (config.get("trainer") or {}).get("protocol", "holdout") != "holdout":
+        raise ConfigError(
+            f"tune=... needs a validation split to choose on, and {name} trains with "
+            f"trainer.protocol={config['trainer']['protocol']} (no validation split): "
+            f"use trainer.protocol=holdout")
+    if protocol.trials < 1:
+        raise ConfigError("tune.trials must be at least 1")
+
+
+def _assign(values: Mapping[str, float]) -> list[str]:
+    return [f"{key}={rounded(value)!r}" for key, value in sorted(values.items())]
+
+
+def trial_overrides(protocol: Protocol, study: Study, number: int,
+                    values: Mapping[str, float], variant: str) -> list[str]:
+    """A trial job's overrides: its study's combination at the proposed values,
+    with the search's seed and epochs, named ``<variant>-trial<number>``."""
+    return [*study.overrides, f"seed={protocol.search_seed}", *_assign(values),
+            *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
+            f"run_name={variant}-trial{number}", "tune.role=trial",
+            f"tune.study={study.id(protocol)}", f"tune.trial={number}"]
+
+
+def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str],
+                    values: Mapping[str, float]) -> list[str]:
+    """A final run's overrides: its combination at its study's chosen values."""
+    return [*combination, *_assign(values), "tune.role=final",
+            f"tune.study={study.id(protocol)}"]
+
+
+def trial_stand_ins(jobs: list[tuple[dict, Path]], sweep_dir: Path
+                    ) -> list[tuple[dict, Path]]:
+    """For the sweep's estimate: each study's trials, as (config, folder) pairs at
+    the preset's values (a folder that never exists: every epoch counts)."""
+    tune = jobs[0][0].get("tune") if jobs else None
+    if not tune:
+        return []
+    protocol = Protocol.of(tune)
+    studies: dict[str, dict] = {}
+    for config, _ in jobs:
+        rest = {k: v for k, v in config.items() if k not in ("seed", "run_name")}
+        studies.setdefault(json.dumps(rest, sort_keys=True, default=str), config)
+    trainer = {"epochs": protocol.epochs} if protocol.epochs else {}
+    stand_in = sweep_dir / TUNING_FOLDER / "estimate"
+    return [({**config, "seed": protocol.search_seed,
+              "trainer": {**config["trainer"], **trainer}}, stand_in)
+            for config in studies.values() for _ in range(protocol.trials)]
+
+
+class Tuner:
+    """Runs a tuned sweep for Hydra's sweeper (``hydra_plugins.vit_ablation.tuned``):
+    its ``config``, ``launcher`` and ``hydra_context``."""
+
+    def __init__(self, sweeper):
+        from omegaconf import OmegaConf
+
+        self.sweeper, self.config = sweeper, sweeper.config
+        self.loader = sweeper.hydra_context.config_loader
+        self.protocol = Protocol.of(OmegaConf.to_container(self.config.tune, resolve=True))
+        self.sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        self.job_idx, self.folders, self.returns = 0, [], []
+
+    def _job(self, overrides: list[str]):
+        return self.loader.load_sweep_config(self.config, list(overrides))
+
+    def config_of(self, overrides: list[str]) -> dict:
+        """A job's resolved config (``hydra`` aside), as the job will see it."""
+        from omegaconf import OmegaConf
+
+        job = self._job(overrides)
+        return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in job.items() if k != "hydra"}
+
+    def folder_of(self, overrides: list[str]) -> Path:
+        job = self._job(overrides)
+        return Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
+
+    def run(self, arguments: list[str]) -> list:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import OmegaConf
+
+        from ablation.config.hydra_internals import sweep_jobs
+        from ablation.config.refusals import Refused
+        from ablation.files import atomic_write, make_folder
+        from ablation.runs.lock import JobBusy, job_lock
+
+        try:
+            import optuna  # noqa: F401 - the search's storage and sampler
+        except ImportError:
+            raise Refused('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
+        parser = OverridesParser.create(config_loader=self.loader)
+        combinations = sweep_jobs(parser.parse_overrides(list(arguments)))
+        try:
+            studies = plan(self.protocol, combinations, self.config_of)
+        except ConfigError as e:
+            raise Refused(e) from None
+        atomic_write(make_folder(self.sweep_dir) / "multirun.yaml",
+                     OmegaConf.to_yaml(self.config), fsync=False)
+        try:
+            with job_lock(self.sweep_dir / TUNING_FOLDER, name=LOCK_FILE):
+                self._tune_then_train(studies)
+        except JobBusy as e:
+            who = e.holder
+            raise Refused(
+                f"{self.sweep_dir} is being tuned by another process (host {who.get('host', '?')}, "
+                f"pid {who.get('pid', '?')}, since {who.get('since', '?')}): wait for it to end, "
+                f"then rerun this command to resume") from None
+        return self.returns
+
+    def _tune_then_train(self, studies: list[Study]) -> None:
+        from ablation.runtime.sweep_context import update
+        from ablation.sweep.search import Search
+
+        protocol = self.protocol
+        search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
+        ids = {study.name: study.id(protocol) for study in studies}
+        left = {name: max(protocol.trials - search.used(ids[name]), 0) for name in ids}
+        trial_epochs = [int(self.config_of(study.finals[0])["trainer"]["epochs"])
+                        if protocol.epochs is None else protocol.epochs for study in studies]
+        final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
+                        for study in studies for f in study.finals]
+        update(job_epochs=tuple(e for study, e in zip(studies, trial_epochs)
+                                for _ in range(left[study.name])) + tuple(final_epochs))
+        log.info("tuning %s of %d studies: %d trials each (%d to run), then %d final runs",
+                 ", ".join(protocol.params), len(studies), protocol.trials,
+                 sum(left.values()), len(final_epochs))
+        while pending := [s for s in studies if search.used(ids[s.name]) < protocol.trials]:
+            batch = []
+            for study in pending:
+                number, values = search.next_trial(ids[study.name], study.ranges(protocol))
+                batch.append((study, number, trial_overrides(protocol, study, number, values,
+                                                             study.variant)))
+            folders = self._launch([overrides for _, _, overrides in batch])
+            unfinished = []
+            for (study, number, _), folder in zip(batch, folders):
+                status, value = objective(folder)
+                if status in ("completed", "failed"):
+                    search.tell(ids[study.name], number, value)
+                else:
+                    unfinished.append(f"{study.name} trial {number}")
+            if unfinished:  # the sweep's end lists them, with the command that resumes them
+                log.warning("tuning stopped before its end (%s did not finish): no final runs; "
+                            "rerun the same command to resume", ", ".join(unfinished))
+                return
+        finals = []
+        for study in studies:
+            best = search.best(ids[study.name])
+            if best is None:
+                log.warning("%s: no trial completed, so no values to train the final runs at",
+                            study.name)
+                continue
+            number, values, score = best
+            log.info("%s: %s, the best of %d trials (trial %d: validation top-1 %.2f%%)",
+                     study.name, ", ".join(f"{k}={v:g}" for k, v in values.items()),
+                     protocol.trials, number, 100 * score)
+            finals += [final_overrides(protocol, study, combination, values)
+                       for combination in study.finals]
+        if finals:
+            self._launch(finals)
+
+    def _launch(self, batch: list[list[str]]) -> list[Path]:
+        """Run ``batch`` through the sweep's launcher; the jobs' folders."""
+        sweeper = self.sweeper
+        sweeper.validate_batch_is_legal(batch)
+        folders = [self.folder_of(overrides) for overrides in batch]
+        self.folders += folders
+        launched.remember(self.sweep_dir, self.folders)  # what the sweep's end tallies
+        results = sweeper.launcher.launch(batch, initial_job_idx=self.job_idx)
+        for result in results:
+            _ = result.return_value  # a job's refusal or error, raised here as Hydra does
+        self.job_idx += len(batch)
+        self.returns.append(results)
+        return folders
+
+
+def objective(folder: Path) -> tuple[str, float | None]:
+    """(status, validation top-1) of the trial run in ``folder``: ``completed``
+    with its objective, ``failed`` (a run that failed: no value, still counted),
+    or anything else (no record, ``interrupted``, ``running``: not finished)."""
+    from ablation.runs.record import RECORD_FILENAME, RecordError, read_record
+
+    try:
+        record = read_record(folder / RECORD_FILENAME)
+    except (RecordError, OSError):
+        return "missing", None
+    status = record.get("status")
+    if status == "completed":
+        value = (record.get("metrics") or {}).get(OBJECTIVE)
+        return ("completed", float(value)) if value is not None else ("failed", None)
+    return str(status), None

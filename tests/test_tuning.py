@@ -1,0 +1,255 @@
+"""tune=...: each variant searched on validation with the same budget, then its final runs.
+
+The end-to-end test runs one tuned sweep twice on an image folder of the real
+digits: once killed with SIGKILL in the middle of its search and resumed (with a
+second process refused while the first holds the search), once through without
+a stop on a copy of the data whose test split has wrong labels. The chosen
+values must come out the same: the search reads validation only, a resumed
+search proposes what an unbroken one does, and the sampler seed fixes it.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ablation.config.compose import compose_config
+from ablation.config.refusals import ConfigError
+from ablation.config.tuning import Protocol, tuning_entry
+from ablation.sweep.search import Search
+from ablation.sweep.tuning import (JOURNAL_FILE, TUNING_FOLDER, final_overrides, plan,
+                                   trial_overrides)
+from tests.helpers.commands import cli_env, run_cli, suite_defaults
+from tests.helpers.paths import ROOT
+
+pytest.importorskip("optuna", reason="the test extra installs optuna (vit-ablation[tune])")
+
+TUNE = ["experiment=smoke", "tune=learning_rate"]
+
+
+def _config_of(*extra):
+    return lambda overrides: compose_config([*TUNE, *extra, *overrides])
+
+
+def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget():
+    combinations = [[f"spt={spt}", f"seed={seed}"] for spt in ("true", "false") for seed in (0, 1)]
+    protocol = Protocol.of(compose_config(TUNE)["tune"])
+    studies = plan(protocol, combinations, _config_of())
+    assert [s.variant for s in studies] == ["spt+lsa+temp", "lsa+temp"]
+    assert [s.seeds for s in studies] == [[0, 1], [0, 1]]
+    assert studies[0].centre == {"trainer.learning_rate": 0.003}  # the smoke preset's
+    low, high = studies[0].ranges(protocol)["trainer.learning_rate"]
+    assert low == pytest.approx(0.0003) and high == pytest.approx(0.03)
+    assert studies[0].id(protocol) != studies[1].id(protocol)
+
+    trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345},
+                            studies[0].variant)
+    assert "seed=1000" in trial and "trainer.learning_rate=0.00123" in trial
+    assert "run_name=spt+lsa+temp-trial3" in trial and "tune.role=trial" in trial
+    final = final_overrides(protocol, studies[0], combinations[1],
+                            {"trainer.learning_rate": 0.0012345})
+    assert final[:2] == combinations[1] and "tune.role=final" in final
+    entry = tuning_entry(compose_config([*TUNE, *trial]))
+    assert entry["values"] == {"trainer.learning_rate": 0.00123} and entry["trial"] == 3
+    assert entry["study"] == studies[0].id(protocol) and entry["objective"] == "final_val_top1"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["trainer.protocol=official"], "needs a validation split"),
+    (["tune.search_seed=1"], "tune.search_seed=1 is also a final seed"),
+    (["tune.params=[model.dropout_rate]"], "no key of the config"),
+    (["trainer.weight_decay=0", "tune=learning_rate_weight_decay"], "must be a positive number"),
+])
+def test_an_unfair_or_impossible_search_is_refused_in_one_line(extra, says):
+    combinations = [["spt=true", "seed=0"], ["spt=true", "seed=1"]]
+    config_of = _config_of(*extra)
+    protocol = Protocol.of(config_of([])["tune"])
+    with pytest.raises(ConfigError, match=says) as caught:
+        plan(protocol, combinations, config_of)
+    assert "\n" not in str(caught.value)
+
+
+def _objective(values):
+    """A smooth stand-in for a validation top-1, best at 0.002."""
+    return 1.0 - (np.log10(values["trainer.learning_rate"]) - np.log10(0.002)) ** 2 / 10
+
+
+RANGES = {"trainer.learning_rate": (0.0003, 0.03)}
+
+
+def _search(journal, protocol, study="a", trials=None, stop_after=None):
+    """Run ``study``'s search to its budget; the (number, value) proposals in order."""
+    search = Search(journal, protocol)
+    seen = []
+    while search.used(study) < (trials or protocol.trials):
+        number, values = search.next_trial(study, RANGES)
+        seen.append((number, values["trainer.learning_rate"]))
+        if stop_after is not None and len(seen) == stop_after:
+            return seen  # stopped with this trial in flight
+        search.tell(study, number, _objective(values))
+    return seen
+
+
+def test_the_search_is_reproducible_and_resumes_the_trial_in_flight(tmp_path):
+    protocol = Protocol(params=("trainer.learning_rate",), spread=10, trials=6, sampler_seed=0,
+                        search_seed=1000, epochs=None)
+    unbroken = _search(tmp_path / "a.log", protocol)
+    assert len(unbroken) == 6 and len({v for _, v in unbroken}) == 6
+    assert all(0.0003 <= v <= 0.03 and v == float(f"{v:.3g}") for _, v in unbroken)
+    assert _search(tmp_path / "b.log", protocol) == unbroken  # the same seed, the same values
+    other = _search(tmp_path / "c.log", Protocol(**{**protocol.__dict__, "sampler_seed": 1}))
+    assert [v for _, v in other] != [v for _, v in unbroken]
+    # every study draws the same start-up values (common random numbers)
+    start = protocol.trials // 2
+    assert [v for _, v in _search(tmp_path / "a.log", protocol, study="b")][:start] == \
+        [v for _, v in unbroken][:start]
+
+    journal = tmp_path / "resumed.log"
+    first = _search(journal, protocol, stop_after=4)  # a kill with trial 3 in flight
+    import optuna  # a kill between asking and launching: a trial without values
+
+    optuna.load_study(study_name="a", storage=Search(journal, protocol).storage).ask()
+    rest = _search(journal, protocol)
+    assert rest[0] == first[-1]  # the trial in flight, handed out again with its values
+    assert first[:-1] + rest == unbroken[:3] + [unbroken[3]] + [(n + 1, v) for n, v in unbroken[4:]]
+    assert Search(journal, protocol).used("a") == 6  # the trial never launched is not counted
+    best = Search(journal, protocol).best("a")
+    assert best[1]["trainer.learning_rate"] == max(unbroken, key=lambda t: _objective(
+        {"trainer.learning_rate": t[1]}))[1]
+
+
+# --- end to end: the command, a kill, a second process, the report ----------------------
+
+def _digits_folder(root, corrupt_test: bool):
+    """The real digits as an image folder: train/ and test/ by class; with
+    ``corrupt_test`` every test image sits in the wrong class."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.images * (255 / 16)).round().astype(np.uint8)
+    for i, (image, label) in enumerate(zip(images, digits.target)):
+        split = "test" if i % 5 == 0 else "train"
+        if split == "test" and corrupt_test:
+            label = (label + 1) % 10
+        folder = root / split / str(label)
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image).save(folder / f"{i}.png")
+    return root
+
+
+def _tuned_args(results, data):
+    return ["-m", "spt=true,false", "seed=0,1", "experiment=smoke", "tune=learning_rate",
+            "tune.trials=3", "tune.epochs=1", "trainer.epochs=2", "trainer.verbose=0",
+            "dataset=image_folder", f"dataset.path={data}", "dataset.image_size=8",
+            "dataset.channels=1", "diagnostics.enabled=false", "wandb.mode=offline",
+            "report.plots=true", f"results_dir={results}"]
+
+
+def _records(root):
+    from ablation.runs.record import find_records, read_record
+
+    return [(p.parent, read_record(p)) for p in find_records(root)]
+
+
+def _chosen(root):
+    """Each variant's final runs' learning rate, from the final records."""
+    return {r["variant"]: r["config"]["trainer"]["learning_rate"]
+            for _, r in _records(root) if r["role"] == "final"}
+
+
+@pytest.mark.slow
+def test_a_tuned_sweep_chooses_on_validation_resumes_after_a_kill_and_reports_both(
+        tmp_path, wandb_cli):
+    from tests.helpers.wandb_runs import wandb_inspect
+
+    clean = _digits_folder(tmp_path / "clean", corrupt_test=False)
+    args = _tuned_args(tmp_path / "a", clean)
+    journal = tmp_path / "a" / "smoke" / TUNING_FOLDER / JOURNAL_FILE
+    proc = subprocess.Popen([sys.executable, "run_sweep.py", *suite_defaults(args)], cwd=ROOT,
+                            env=cli_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # until two trials are done and told
+        done = [r for _, r in _records(tmp_path / "a") if r["status"] == "completed"] \
+            if (tmp_path / "a").exists() else []
+        if len(done) >= 2 and journal.exists() and journal.read_text().count('"state": 1') >= 2:
+            break
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        time.sleep(0.05)
+    second = run_cli(*args)  # a second process while the first holds the search
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "is being tuned by another process" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {str(folder): r["finished_at"] for folder, r in _records(tmp_path / "a")
+              if r["status"] == "completed"}
+
+    resumed = run_cli(*args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    records = _records(tmp_path / "a")
+    for folder, record in records:  # finished trials were not run again
+        if str(folder) in before:
+            assert record["finished_at"] == before[str(folder)]
+    trials = [r for _, r in records if r["role"] == "trial"]
+    finals = [r for _, r in records if r["role"] == "final"]
+    assert all(r["status"] == "completed" for _, r in records)
+    # the same budget for each variant, trained with the search's seed and epochs
+    assert sorted(pd.Series([r["variant"] for r in trials]).value_counts().tolist()) == [3, 3]
+    assert {r["seed"] for r in trials} == {1000} and {len(r["history"]) for r in trials} == {1}
+    assert sorted((r["variant"], r["seed"]) for r in finals) == [
+        ("lsa+temp", 0), ("lsa+temp", 1), ("spt+lsa+temp", 0), ("spt+lsa+temp", 1)]
+    best = {}
+    for r in sorted(trials, key=lambda r: r["tuning"]["trial"]):
+        score = r["metrics"]["final_val_top1"]
+        if r["variant"] not in best or score > best[r["variant"]][0]:
+            best[r["variant"]] = (score, r["config"]["trainer"]["learning_rate"])
+    assert _chosen(tmp_path / "a") == {v: lr for v, (_, lr) in best.items()}
+
+    # the report: a tuned block, each variant's values and best validation top-1 from the trials
+    table = pd.read_csv(tmp_path / "a" / "smoke" / "comparison.csv")
+    assert table["setting"].str.startswith("tuned per variant").all()
+    for _, row in table.iterrows():
+        variant = "spt+lsa+temp" if row["spt"] else "lsa+temp"
+        assert json.loads(row["tuned_values"]) == {"trainer.learning_rate": best[variant][1]}
+        assert row["tuned_val_top1"] == pytest.approx(100 * best[variant][0])
+        assert row["tuned_trials"] == 3 and row["n"] == 2
+    markdown = (tmp_path / "a" / "smoke" / "comparison.md").read_text()
+    assert "Tuned values" in markdown and "validation split only" in markdown
+    assert (tmp_path / "a" / "smoke" / "tuning.png").is_file()
+    trial_dir = next(f for f, r in records if r["role"] == "trial")
+    seen = wandb_inspect(wandb_cli, trial_dir / next(
+        r for f, r in records if f == trial_dir)["wandb"]["dir"])
+    assert seen["job_type"] == "trial" and seen["config"]["tune"]["role"] == "trial"
+
+    # unbroken, on data whose test labels are all wrong: the same choices
+    corrupt = _digits_folder(tmp_path / "corrupt", corrupt_test=True)
+    other = run_cli(*_tuned_args(tmp_path / "b", corrupt))
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert _chosen(tmp_path / "b") == _chosen(tmp_path / "a")
+    scores = lambda root: sorted((r["variant"], r["tuning"]["trial"],  # noqa: E731
+                                  r["metrics"]["final_val_top1"])
+                                 for _, r in _records(root) if r["role"] == "trial")
+    assert scores(tmp_path / "b") == scores(tmp_path / "a")
+    test_top1 = lambda root: [r["metrics"]["test_top1"]  # noqa: E731
+                              for _, r in sorted(_records(root), key=lambda x: x[0].name)
+                              if r["role"] == "final"]
+    assert max(test_top1(tmp_path / "b")) < 0.3 < min(test_top1(tmp_path / "a"))
+    shutil.rmtree(tmp_path / "corrupt")
+
+    # shared-recipe runs in the same folder: their own block beside the tuned one
+    shared = run_cli(*[a for a in _tuned_args(tmp_path / "a", clean)
+                       if not a.startswith(("tune", "seed="))], "seed=0")
+    assert shared.returncode == 0, shared.stderr[-3000:]
+    table = pd.read_csv(tmp_path / "a" / "smoke" / "comparison.csv")
+    assert sorted(table.groupby("setting")["n"].sum().items()) == [
+        ("shared recipe, trainer.learning_rate=0.003", 2),
+        ("tuned per variant: trainer.learning_rate, 3 trials", 4)]
+
