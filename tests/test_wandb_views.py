@@ -46,11 +46,16 @@ def test_a_run_prints_one_line_unless_verbose(tmp_path, capfd, caplog, wandb_cli
     assert {"glob_name": "*", "step_metric": "epoch"}.items() <= next(
         m for m in metrics if m.get("glob_name") == "*").items()
 
+    assert seen["job_type"] == "train"
+
     verbose = dict(settings, verbose=True)
-    with tracked_run(verbose, name="v", config=config, tags=[], output_dir=tmp_path / "v"):
+    trial = {**config, "tune": {"role": "trial"}}  # a tuned sweep's search job
+    with tracked_run(verbose, name="v", config=trial, tags=[], output_dir=tmp_path / "v"):
         pass
     out, err = capfd.readouterr()
     assert "wandb:" in out + err                          # asked for: W&B's own output
+    (trial_dir,) = (tmp_path / "v").glob("wandb/offline-run-*")
+    assert wandb_inspect(wandb_cli, trial_dir)["job_type"] == "trial"
 
 
 @pytest.mark.slow

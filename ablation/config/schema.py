@@ -200,7 +200,9 @@ class Diagnostics(BaseModel):
 class Published(BaseModel):
     model_config = _group("forbid")
     source: Text
-    top1: dict[StrictStr, _number("must be a percentage in [0, 100]", ge=0, le=100)]
+    top1: Annotated[dict[StrictStr, _number("must be a percentage in [0, 100]", ge=0, le=100)],
+                    Field(description="must map variant labels (ViT, SL-ViT) to percentages "
+                                      "in [0, 100]")]
 
 
 class Report(BaseModel):
@@ -260,6 +262,8 @@ def _field(path: list[str]) -> FieldInfo | None:
     schema: Any = RunConfig
     info = None
     for name in path:
+        if schema is dict:  # a mapping's own keys (report.published.top1.ViT): its field's
+            continue
         if not (isinstance(schema, type) and issubclass(schema, BaseModel)) \
                 or name not in schema.model_fields:
             return None
@@ -267,6 +271,8 @@ def _field(path: list[str]) -> FieldInfo | None:
         schema = info.annotation
         schema = next((a for a in (schema, *get_args(schema)) if isinstance(a, type)
                        and issubclass(a, BaseModel)), schema)
+        schema = dict if getattr(schema, "__origin__", None) is dict or any(
+            getattr(a, "__origin__", None) is dict for a in get_args(schema)) else schema
     return info
 
 

@@ -47,8 +47,11 @@ class Search:
         seed = int(np.random.SeedSequence([self.protocol.sampler_seed, slot]).generate_state(1)[0])
         sampler = optuna.samplers.TPESampler(
             seed=seed, n_startup_trials=max(1, math.ceil(self.protocol.trials / 2)))
-        return optuna.create_study(study_name=study_id, storage=self.storage,
-                                   direction="maximize", sampler=sampler, load_if_exists=True)
+        try:  # loading writes nothing; creating a study that exists would log an attempt
+            return optuna.load_study(study_name=study_id, storage=self.storage, sampler=sampler)
+        except KeyError:
+            return optuna.create_study(study_name=study_id, storage=self.storage,
+                                       direction="maximize", sampler=sampler, load_if_exists=True)
 
     def _trials(self, study_id: str):
         return self._study(study_id).get_trials(deepcopy=False)

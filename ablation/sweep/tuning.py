@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ablation.config.refusals import ConfigError
-from ablation.config.settings import flatten, names_job_folder
+from ablation.config.settings import flatten, names_job_folder, settings
 from ablation.config.switches import switches, variant_name
 from ablation.config.tuning import OBJECTIVE, Protocol, rounded
 from ablation.sweep import launched
@@ -47,13 +47,16 @@ class Study:
     variant: str                   # its switches' name (``spt+lsa+temp``): its trials' run names
     overrides: list[str]           # the combination, seed left out
     centre: dict[str, float]       # the preset's values of the searched keys
+    identity: dict[str, str]       # its settings and switches (seed aside): what it tunes
     finals: list[list[str]] = field(default_factory=list)  # one combination per final seed
     seeds: list[int] = field(default_factory=list)
 
     def id(self, protocol: Protocol) -> str:
-        """The study's name in the journal and in its jobs' ``tune.study``."""
-        text = json.dumps({"overrides": sorted(self.overrides), **protocol.key()},
-                          sort_keys=True)
+        """The study's name in the journal and in its jobs' ``tune.study``: its
+        variant's settings and switches and the protocol, so the same search is
+        found again by any command that asks for it (other paths, W&B modes or
+        report options alike)."""
+        text = json.dumps({"experiment": self.identity, **protocol.key()}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def ranges(self, protocol: Protocol) -> dict[str, tuple[float, float]]:
@@ -78,8 +81,9 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
         if study is None:
             study = studies[tuple(rest)] = Study(
                 name=_study_name(config, rest), variant=variant_name(switches(config)),
-                overrides=rest,
-                centre=_centre(protocol, config))
+                overrides=rest, centre=_centre(protocol, config),
+                identity={**settings(config), **{k: json.dumps(v)
+                                                 for k, v in switches(config).items()}})
             _check_config(protocol, config, study.name)
         study.finals.append(list(combination))
         study.seeds.append(int(config["seed"]))
@@ -126,21 +130,29 @@ def _assign(values: Mapping[str, float]) -> list[str]:
     return [f"{key}={rounded(value)!r}" for key, value in sorted(values.items())]
 
 
+def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
+    """``overrides`` with ``added``, which replace any of the same keys (a key
+    set twice would name the job folder twice)."""
+    keys = {_key(o) for o in added}
+    return [*(o for o in overrides if _key(o) not in keys), *added]
+
+
 def trial_overrides(protocol: Protocol, study: Study, number: int,
                     values: Mapping[str, float], variant: str) -> list[str]:
     """A trial job's overrides: its study's combination at the proposed values,
     with the search's seed and epochs, named ``<variant>-trial<number>``."""
-    return [*study.overrides, f"seed={protocol.search_seed}", *_assign(values),
-            *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
-            f"run_name={variant}-trial{number}", "tune.role=trial",
-            f"tune.study={study.id(protocol)}", f"tune.trial={number}"]
+    return _with(study.overrides, [
+        f"seed={protocol.search_seed}", *_assign(values),
+        *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
+        f"run_name={variant}-trial{number}", "tune.role=trial",
+        f"tune.study={study.id(protocol)}", f"tune.trial={number}"])
 
 
 def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str],
                     values: Mapping[str, float]) -> list[str]:
     """A final run's overrides: its combination at its study's chosen values."""
-    return [*combination, *_assign(values), "tune.role=final",
-            f"tune.study={study.id(protocol)}"]
+    return _with(combination, [*_assign(values), "tune.role=final",
+                               f"tune.study={study.id(protocol)}"])
 
 
 def trial_stand_ins(jobs: list[tuple[dict, Path]], sweep_dir: Path
