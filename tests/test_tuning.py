@@ -258,3 +258,79 @@ def test_a_tuned_sweep_chooses_on_validation_resumes_after_a_kill_and_reports_bo
         ("shared recipe, trainer.learning_rate=0.003", 1),
         ("tuned per variant: trainer.learning_rate, 2 trials", 2)]
 
+
+
+# --- the report of known trial records (hand-made, no training) ------------------------
+
+TRIALS = {False: [(0.001, 0.80), (0.003, 0.84), (0.01, 0.82)],   # (learning rate, val top-1)
+          True: [(0.001, 0.86), (0.003, 0.85), (0.01, 0.90)]}
+
+
+def _tuned_records(root, published=None):
+    """The plain ViT and SL-ViT tuned on three trials each, two final seeds each."""
+    from tests.helpers.records import BASE_CONFIG, TOP1, record
+
+    def config(lr):
+        report = {"report": {"published": published}} if published else {}
+        return {**BASE_CONFIG, "trainer": {**BASE_CONFIG["trainer"], "learning_rate": lr},
+                **report}
+
+    def entry(study, trial, lr):
+        return {"study": study, "trial": trial, "values": {"trainer.learning_rate": lr},
+                "objective": "final_val_top1", "trials": 3, "params": ["trainer.learning_rate"],
+                "spread": 10.0, "sampler_seed": 0, "search_seed": 1000, "epochs": 2}
+
+    for on in (False, True):
+        study = f"study-{int(on)}"
+        for number, (lr, score) in enumerate(TRIALS[on]):
+            record(root, on, on, on, 1000, 0.5, name=f"{int(on)}-trial{number}", config=config(lr),
+                   extra={"role": "trial", "tuning": entry(study, number, lr),
+                          "metrics": {"test_top1": 0.99, "test_top5": 1.0,
+                                      "final_val_top1": score}})
+        chosen = max(TRIALS[on], key=lambda t: t[1])[0]
+        for seed in (0, 1):
+            record(root, on, on, on, seed, TOP1[(on, on)][seed], name=f"{int(on)}-s{seed}",
+                   config=config(chosen),
+                   extra={"role": "final", "tuning": entry(study, None, chosen)})
+
+
+def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
+    from ablation.report import load_runs
+    from ablation.report.dashboard import build
+    from ablation.report.tables import comparison
+
+    _tuned_records(tmp_path)
+    runs = load_runs(tmp_path)
+    assert len(runs) == 4 and set(runs["role"]) == {"final"}  # the trials stay out
+    table = comparison(runs).set_index("variant")
+    assert set(table["setting"]) == {"tuned per variant: trainer.learning_rate, 3 trials"}
+    for label, on in (("ViT", False), ("SL-ViT", True)):
+        score, lr = max((s, lr) for lr, s in TRIALS[on])
+        assert table.loc[label, "tuned_values"] == {"trainer.learning_rate": lr}
+        assert table.loc[label, "tuned_val_top1"] == pytest.approx(100 * score)
+        assert table.loc[label, "tuned_trials"] == 3 and table.loc[label, "n"] == 2
+    # the test metrics of trials (0.99) never reach the table
+    assert table.loc["ViT", "top1_mean"] == pytest.approx(51.0)
+    assert table["paper_top1"].isna().all()  # not a paper preset
+    workspace = build(runs, project="p", entity=None, group="g")
+    (section,) = [s for s in workspace.sections if s.name.startswith("Tuning trials")]
+    (panel,) = section.panels
+    assert panel.x.name == "trainer.learning_rate" and panel.y.name == "final_val/top1"
+
+
+def test_the_paper_presets_put_the_published_top1_beside_the_measured_one(tmp_path):
+    from ablation.report import write_report
+
+    _tuned_records(tmp_path, published={"source": "Lee, Lee & Song (2021)",
+                                        "top1": {"ViT": 93.58, "SL-ViT": 94.53}})
+    report = write_report(tmp_path, make_plots=False)
+    table = report.table.set_index("variant")
+    assert table.loc["ViT", "paper_top1"] == 93.58 and table.loc["SL-ViT", "paper_top1"] == 94.53
+    assert table["paper_top1"].notna().sum() == 2  # SPT and LSA: the paper gives none here
+    assert "| Top-1 (%) | Paper top-1 (%) |" in report.markdown
+    assert "Song (2021)" in report.markdown and "| 93.58 |" in report.markdown
+    for preset, top1 in (("paper_cifar10", (93.58, 94.53)), ("paper_cifar100", (73.81, 76.92)),
+                         ("paper_tiny_imagenet", (57.07, 61.07))):
+        published = compose_config([f"experiment={preset}"])["report"]["published"]
+        assert (published["top1"]["ViT"], published["top1"]["SL-ViT"]) == top1
+    assert "published" not in compose_config(["experiment=smoke"])["report"]

@@ -88,6 +88,13 @@ def build(runs: pd.DataFrame, *, project: str, entity: str | None, group: str | 
         ws.Section(name="Comparison table (the report run)", is_open=True,
                    panels=[wr.WeavePanelSummaryTable(table_name="comparison")]),
     ]
+    searched = sorted({key for entry in runs.get("tuning", pd.Series(dtype=object))
+                       if isinstance(entry, dict) for key in entry["params"]})
+    if searched:  # a tuned sweep: its trials (job type "trial") share the group
+        sections.insert(2, ws.Section(name="Tuning trials (job type trial)", is_open=True, panels=[
+            wr.ScatterPlot(title=f"trials: final validation top-1 against {key}",
+                           x=wr.Config(key), y=wr.SummaryMetric("final_val/top1"), log_x=True)
+            for key in searched]))
     temperatures = _by_block(keys, _TEMPERATURE)
     if temperatures:
         sections.insert(2, ws.Section(name="Learned temperature per block", is_open=True, panels=[

@@ -151,6 +151,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "test/top5": metrics["test_top5"],
         "test/loss": metrics["test_loss"],
         "best_val/top1": metrics["best_val_top1"],
+        "final_val/top1": metrics["final_val_top1"],  # a tuned sweep's trial objective
         "params": params,
         "trainable_params": trainable_params,
         "train_seconds": train_seconds,
