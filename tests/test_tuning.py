@@ -22,9 +22,14 @@ import pytest
 from ablation.config.compose import compose_config
 from ablation.config.refusals import ConfigError
 from ablation.config.tuning import Protocol, tuning_entry
-from ablation.sweep.search import Search
-from ablation.sweep.tuning import (JOURNAL_FILE, TUNING_FOLDER, final_overrides, plan,
-                                   trial_overrides)
+from hydra_plugins.vit_ablation.search import Search
+from hydra_plugins.vit_ablation.tuning import (
+    JOURNAL_FILE,
+    TUNING_FOLDER,
+    final_overrides,
+    plan,
+    trial_overrides,
+)
 from tests.helpers.commands import cli_env, run_cli, suite_defaults
 from tests.helpers.paths import ROOT
 
@@ -239,11 +244,11 @@ def test_a_tuned_sweep_chooses_on_validation_resumes_after_a_kill_and_reports_bo
     other = run_cli(*_tuned_args(tmp_path / "b", corrupt, variants="spt=false"))
     assert other.returncode == 0, other.stderr[-3000:]
     assert _chosen(tmp_path / "b") == {"lsa+temp": _chosen(tmp_path / "a")["lsa+temp"]}
-    scores = lambda root: sorted((r["tuning"]["trial"], r["metrics"]["final_val_top1"])  # noqa
+    scores = lambda root: sorted((r["tuning"]["trial"], r["metrics"]["final_val_top1"])
                                  for _, r in _records(root)
                                  if r["role"] == "trial" and r["variant"] == "lsa+temp")
     assert scores(tmp_path / "b") == scores(tmp_path / "a")
-    test_top1 = lambda root: [r["metrics"]["test_top1"]  # noqa: E731
+    test_top1 = lambda root: [r["metrics"]["test_top1"]
                               for _, r in sorted(_records(root), key=lambda x: x[0].name)
                               if r["role"] == "final"]
     assert max(test_top1(tmp_path / "b")) < 0.3 < min(test_top1(tmp_path / "a"))

@@ -213,7 +213,7 @@ class Report(BaseModel):
 
 
 class Tune(BaseModel):
-    """``tune=...``: each variant's search on validation (ablation.sweep.tuning)."""
+    """``tune=...``: each variant's search on validation (hydra_plugins.vit_ablation.tuning)."""
     model_config = _group()
     params: Annotated[list[StrictStr], Field(min_length=1,
                                              description="must be a list of dotted config keys")]

@@ -18,11 +18,12 @@ from hydra.experimental.callback import Callback
 
 from ablation.config.compose import register_resolvers
 from ablation.config.hydra_internals import sweep_jobs
+from ablation.runtime import launched
 from ablation.runtime.sweep_context import SweepContext, current, publish, update
-from ablation.sweep import launched, outcomes
+from ablation.sweep import outcomes
 from ablation.sweep.cleanup import missing_folders
 from ablation.sweep.preflight import check_jobs
-from ablation.sweep.tuning import trial_stand_ins
+from hydra_plugins.vit_ablation.tuning import trial_stand_ins
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the

@@ -1,5 +1,7 @@
 """``hydra/launcher=slurm``: Hydra's submitit Slurm launcher whose wait ends
-(see :mod:`ablation.sweep.slurm_launcher`)."""
+(see :mod:`hydra_plugins.vit_ablation.slurm_wait`)."""
+from hydra_plugins.vit_ablation.slurm_wait import bounded_waits
+
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import \
         SlurmLauncher as _SubmititSlurmLauncher
@@ -11,7 +13,5 @@ if _SubmititSlurmLauncher is not None:
         """Each job's wait ends once Slurm is done with the job, result or not."""
 
         def launch(self, job_overrides, initial_job_idx):
-            from ablation.sweep.slurm_launcher import bounded_waits
-
             with bounded_waits(job_overrides):
                 return super().launch(job_overrides, initial_job_idx)

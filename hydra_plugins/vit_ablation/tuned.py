@@ -1,7 +1,8 @@
 """``hydra/sweeper=tuned`` (chosen by the ``tune=...`` presets): Hydra's basic
 sweeper, which first tunes each variant when the config has a ``tune`` group
-(see :mod:`ablation.sweep.tuning`)."""
+(see :mod:`hydra_plugins.vit_ablation.tuning`)."""
 from ablation.config.hydra_internals import basic_sweeper
+from hydra_plugins.vit_ablation.tuning import Tuner
 
 
 class TunedSweeper(basic_sweeper()):
@@ -10,6 +11,4 @@ class TunedSweeper(basic_sweeper()):
     def sweep(self, arguments):
         if self.config is None or self.config.get("tune") is None:
             return super().sweep(arguments)
-        from ablation.sweep.tuning import Tuner
-
         return Tuner(self).run(arguments)

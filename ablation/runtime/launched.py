@@ -3,7 +3,7 @@
 :class:`ablation.sweep.callbacks.SweepEnd` tallies what each job of *this*
 sweep did; the folders are known when the sweep starts (composing every job's
 config again would cost time per job), or, in a tuned sweep, as its trials and
-final runs are launched (:mod:`ablation.sweep.tuning`).
+final runs are launched (:mod:`hydra_plugins.vit_ablation.tuning`).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ folder names carry those values. Trials and final runs are jobs like any
 other (records, locks, W&B runs), launched in rounds through the chosen
 Hydra launcher, one trial of every unfinished study per round.
 
-The search (:mod:`ablation.sweep.search`) keeps its state in an Optuna
+The search (:mod:`hydra_plugins.vit_ablation.search`) keeps its state in an Optuna
 journal in ``<sweep>/.tuning/``, so a stopped sweep resumes where it was: a
 finished trial is never run again, and a trial in flight when the sweep
 stopped is run again in its own folder, where it resumes from its checkpoint.
@@ -31,7 +31,7 @@ from ablation.config.refusals import ConfigError
 from ablation.config.settings import flatten, names_job_folder, settings
 from ablation.config.switches import switches, variant_name
 from ablation.config.tuning import OBJECTIVE, Protocol, rounded
-from ablation.sweep import launched
+from ablation.runtime import launched
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def trial_stand_ins(jobs: list[tuple[dict, Path]], sweep_dir: Path
 
 
 class Tuner:
-    """Runs a tuned sweep for Hydra's sweeper (``hydra_plugins.vit_ablation.tuned``):
+    """Runs a tuned sweep for Hydra's sweeper (:mod:`hydra_plugins.vit_ablation.tuned`):
     its ``config``, ``launcher`` and ``hydra_context``."""
 
     def __init__(self, sweeper):
@@ -236,7 +236,7 @@ class Tuner:
 
     def _tune_then_train(self, studies: list[Study]) -> None:
         from ablation.runtime.sweep_context import update
-        from ablation.sweep.search import Search
+        from hydra_plugins.vit_ablation.search import Search
 
         protocol = self.protocol
         search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
