@@ -283,6 +283,21 @@ def make_folder(path: str | Path) -> Path:
     return path
 
 
+def own_file(path: str | Path) -> Path:
+    """``path`` for a library that opens and appends to a file of the suite's
+    itself (Optuna's journal): refused (:class:`UnsafeFile`) when a link or
+    anything but a regular file is there, so no write lands elsewhere and no
+    open blocks. Absent is fine: the library creates it."""
+    path = Path(path)
+    if os.path.islink(path):
+        raise UnsafeFile(f"{shown(path)} is a symbolic link where the suite keeps a file of "
+                         f"its own: remove it")
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise NotAFile(f"{shown(path)} is {describe(path)}, where the suite keeps a file of "
+                       f"its own: remove it")
+    return path
+
+
 def remove_file(path: str | Path) -> None:
     """Remove ``path`` (a link is removed itself, never what it points at)."""
     Path(path).unlink(missing_ok=True)

@@ -339,3 +339,34 @@ def test_the_paper_presets_put_the_published_top1_beside_the_measured_one(tmp_pa
         published = compose_config([f"experiment={preset}"])["report"]["published"]
         assert (published["top1"]["ViT"], published["top1"]["SL-ViT"]) == top1
     assert "published" not in compose_config(["experiment=smoke"])["report"]
+
+
+@pytest.mark.parametrize("planted", ["fifo journal", "linked journal", "linked folder"])
+def test_a_link_or_fifo_where_the_search_keeps_its_files_is_refused(tmp_path, planted):
+    """Nothing trains, nothing outside is written, and no open waits on a FIFO."""
+    from tests.helpers.commands import run_in_process
+    from tests.helpers.refusals import assert_refused
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "journal.log").write_text("mine\n")
+    tuning = tmp_path / "results" / "smoke" / TUNING_FOLDER
+    if planted == "linked folder":
+        tuning.parent.mkdir(parents=True)
+        tuning.symlink_to(outside)
+        says = "is a symbolic link where the suite makes a folder"
+    else:
+        tuning.mkdir(parents=True)
+        if planted == "fifo journal":
+            os.mkfifo(tuning / JOURNAL_FILE)
+            says = "is a FIFO (named pipe), where the suite keeps a file of its own"
+        else:
+            (tuning / JOURNAL_FILE).symlink_to(outside / "journal.log")
+            says = "is a symbolic link where the suite keeps a file of its own"
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    result = run_in_process("-m", "spt=true,false", "experiment=smoke", "tune=learning_rate",
+                            f"results_dir={tmp_path / 'results'}", "estimate=false",
+                            "wandb.mode=disabled")
+    assert_refused(result, says, tmp_path, before=before)
+    assert (outside / "journal.log").read_text() == "mine\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["journal.log"]

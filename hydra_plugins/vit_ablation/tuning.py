@@ -208,7 +208,7 @@ class Tuner:
 
         from ablation.config.hydra_internals import sweep_jobs
         from ablation.config.refusals import Refused
-        from ablation.files import atomic_write, make_folder
+        from ablation.files import UnsafeFile, atomic_write, make_folder, own_file
         from ablation.runs.lock import JobBusy, job_lock
 
         try:
@@ -221,11 +221,15 @@ class Tuner:
             studies = plan(self.protocol, combinations, self.config_of)
         except ConfigError as e:
             raise Refused(e) from None
-        atomic_write(make_folder(self.sweep_dir) / "multirun.yaml",
-                     OmegaConf.to_yaml(self.config), fsync=False)
-        try:
-            with job_lock(self.sweep_dir / TUNING_FOLDER, name=LOCK_FILE):
+        tuning = self.sweep_dir / TUNING_FOLDER
+        try:  # where the search keeps its files, checked before anything is written
+            own_file(make_folder(tuning) / JOURNAL_FILE)
+            with job_lock(tuning, name=LOCK_FILE):
+                atomic_write(self.sweep_dir / "multirun.yaml", OmegaConf.to_yaml(self.config),
+                             fsync=False)
                 self._tune_then_train(studies)
+        except UnsafeFile as e:  # a link or a FIFO planted where the search keeps its files
+            raise Refused(e) from None
         except JobBusy as e:
             who = e.holder
             raise Refused(
