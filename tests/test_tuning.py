@@ -370,3 +370,12 @@ def test_a_link_or_fifo_where_the_search_keeps_its_files_is_refused(tmp_path, pl
     assert_refused(result, says, tmp_path, before=before)
     assert (outside / "journal.log").read_text() == "mine\n"
     assert sorted(p.name for p in outside.iterdir()) == ["journal.log"]
+
+
+def test_a_single_run_with_tune_is_refused(tmp_path):
+    from tests.helpers.commands import run_in_process
+    from tests.helpers.refusals import assert_refused
+
+    result = run_in_process("experiment=smoke", "tune=learning_rate",
+                            f"results_dir={tmp_path / 'results'}", "wandb.mode=disabled")
+    assert_refused(result, "tune=... searches each variant over many jobs", tmp_path)

@@ -57,7 +57,7 @@ def tuning_entry(config: Mapping) -> dict | None:
     its study, its trial number (trials), the searched keys and their values
     here, the objective and the protocol."""
     tune = config.get("tune")
-    if not tune:
+    if not tune or tune.get("study") is None:  # not launched by a tuned sweep
         return None
     protocol = Protocol.of(tune)
     flat = flatten(config)

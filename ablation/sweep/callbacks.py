@@ -65,6 +65,12 @@ class SweepStart(Callback):
     def on_run_start(self, config, **kwargs) -> None:
         from omegaconf import OmegaConf
 
+        from ablation.config.refusals import Refused
+
+        if config.get("tune") is not None:
+            raise Refused("tune=... searches each variant over many jobs: run it as a sweep, "
+                          "with -m (python run_sweep.py -m ... tune=learning_rate)")
+
         def run():
             plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                      for k, v in config.items() if k != "hydra"}
