@@ -61,7 +61,7 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345},
                             studies[0].variant)
     assert "seed=1000" in trial and "trainer.learning_rate=0.00123" in trial
-    assert "run_name=spt+lsa+temp-trial3" in trial and "tune.role=trial" in trial
+    assert "run_name=spt+lsa+temp-s1000-trial3" in trial and "tune.role=trial" in trial
     with_epochs = plan(protocol, [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
     trial_epochs = [o for o in trial_overrides(Protocol.of(compose_config(
         [*TUNE, "tune.epochs=1"])["tune"]), with_epochs, 0, {"trainer.learning_rate": 0.001},
@@ -261,7 +261,7 @@ def test_a_tuned_sweep_chooses_on_validation_resumes_after_a_kill_and_reports_bo
     table = pd.read_csv(tmp_path / "a" / "smoke" / "comparison.csv")
     assert sorted(table.groupby("setting")["n"].sum().items()) == [
         ("shared recipe, trainer.learning_rate=0.003", 1),
-        ("tuned per variant: trainer.learning_rate, 2 trials", 2)]
+        ("tuned per variant: trainer.learning_rate", 2)]
 
 
 
@@ -308,7 +308,7 @@ def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     runs = load_runs(tmp_path)
     assert len(runs) == 4 and set(runs["role"]) == {"final"}  # the trials stay out
     table = comparison(runs).set_index("variant")
-    assert set(table["setting"]) == {"tuned per variant: trainer.learning_rate, 3 trials"}
+    assert set(table["setting"]) == {"tuned per variant: trainer.learning_rate"}
     for label, on in (("ViT", False), ("SL-ViT", True)):
         score, lr = max((s, lr) for lr, s in TRIALS[on])
         assert table.loc[label, "tuned_values"] == {"trainer.learning_rate": lr}
@@ -323,17 +323,28 @@ def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     assert panel.x.name == "trainer.learning_rate" and panel.y.name == "final_val/top1"
 
 
-def test_the_paper_presets_put_the_published_top1_beside_the_measured_one(tmp_path):
+def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_path):
     from ablation.report import write_report
+    from tests.helpers.records import BASE_CONFIG, TOP1, record
 
-    _tuned_records(tmp_path, published={"source": "Lee, Lee & Song (2021)",
-                                        "top1": {"ViT": 93.58, "SL-ViT": 94.53}})
-    report = write_report(tmp_path, make_plots=False)
+    published = {"source": "Lee, Lee & Song (2021)", "top1": {"ViT": 93.58, "SL-ViT": 94.53}}
+    for protocol in ("official", "holdout"):
+        config = {**BASE_CONFIG, "trainer": {**BASE_CONFIG["trainer"], "protocol": protocol},
+                  "report": {"published": published}}
+        for (spt, lsa), top1 in TOP1.items():
+            for seed in (0, 1):
+                record(tmp_path / protocol, spt, lsa, lsa, seed, top1[seed], config=config,
+                       extra={"metrics": {"test_top1": top1[seed], "test_top5": 0.9,
+                                          "best_test_top1": top1[seed] + 0.01,
+                                          "best_test_top5": 0.91}})
+    report = write_report(tmp_path / "official", make_plots=False)
     table = report.table.set_index("variant")
     assert table.loc["ViT", "paper_top1"] == 93.58 and table.loc["SL-ViT", "paper_top1"] == 94.53
     assert table["paper_top1"].notna().sum() == 2  # SPT and LSA: the paper gives none here
-    assert "| Top-1 (%) | Paper top-1 (%) |" in report.markdown
+    assert "| Best-epoch top-1 (%, paper's measure) | Paper top-1 (%) |" in report.markdown
     assert "Song (2021)" in report.markdown and "| 93.58 |" in report.markdown
+    holdout = write_report(tmp_path / "holdout", make_plots=False)  # not the paper's measure
+    assert holdout.table["paper_top1"].isna().all() and "Paper top-1" not in holdout.markdown
     for preset, top1 in (("paper_cifar10", (93.58, 94.53)), ("paper_cifar100", (73.81, 76.92)),
                          ("paper_tiny_imagenet", (57.07, 61.07))):
         published = compose_config([f"experiment={preset}"])["report"]["published"]
@@ -379,3 +390,20 @@ def test_a_single_run_with_tune_is_refused(tmp_path):
     result = run_in_process("experiment=smoke", "tune=learning_rate",
                             f"results_dir={tmp_path / 'results'}", "wandb.mode=disabled")
     assert_refused(result, "tune=... searches each variant over many jobs", tmp_path)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["tune.trials=2,4"], "tune.trials cannot be swept (one search protocol per sweep)"),
+    (["trainer.label_smoothing=0.1", "tune.params=[trainer.label_smoothing]"],
+     "tune.params: trainer.label_smoothing is searched in [0.01, 1]"),
+    (["tune.params=[trainer.batch_size]"], "tune.params: trainer.batch_size is searched in"),
+    (["trainer.protocol=official"], "needs a validation split to choose on"),
+    (["seed=0,1000"], "tune.search_seed=1000 is also a final seed"),
+], ids=["swept protocol", "range past a bound", "whole number", "no validation", "seed"])
+def test_the_command_refuses_an_impossible_search_before_anything_runs(tmp_path, args, says):
+    from tests.helpers.commands import run_in_process
+    from tests.helpers.refusals import assert_refused
+
+    result = run_in_process("-m", "spt=true,false", "experiment=smoke", "tune=learning_rate",
+                            *args, f"results_dir={tmp_path / 'results'}", "wandb.mode=disabled")
+    assert_refused(result, says, tmp_path)

@@ -112,8 +112,9 @@ def caption(block: pd.DataFrame, escape=_as_is) -> str:
     sources = sorted({str(s) for s in block.get("paper_source", pd.Series(dtype=object))
                       if isinstance(s, str)})
     if sources:
-        parts.append(f"Paper top-1: the figure the paper published for this variant and "
-                     f"dataset, not a run of this suite ({escape('; '.join(sources))}).")
+        parts.append(f"Paper top-1: the best-epoch test top-1 the paper published for this "
+                     f"variant and dataset, its official code's measure, beside this block's "
+                     f"best-epoch top-1; not a run of this suite ({escape('; '.join(sources))}).")
     said = code_sentence(block, escape)
     if said:
         parts.append(said)

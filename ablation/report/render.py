@@ -41,13 +41,15 @@ PAPER_COLUMN = "Paper top-1 (%)"
 def header(block: pd.DataFrame) -> list[str]:
     """The block's columns: best-epoch accuracies beside the final-epoch ones where
     the block has them (official protocol); the paper's top-1 beside the measured
-    one where the preset names it; a tuned block's search after the switches."""
+    one (best-epoch, official protocol) where the preset names it; a tuned block's
+    search after the switches."""
     columns = list(HEADER)
     if shows_best_epoch(block):
         at = columns.index("Top-5 (%)") + 1
         columns[at:at] = list(BEST_COLUMNS)
-    if "paper_top1" in block and block["paper_top1"].notna().any():
-        columns.insert(columns.index("Top-1 (%)") + 1, PAPER_COLUMN)
+    if shows_best_epoch(block) and "paper_top1" in block and block["paper_top1"].notna().any():
+        # the paper's measure: beside the best-epoch top-1, never the final-epoch one
+        columns.insert(columns.index(next(iter(BEST_COLUMNS))) + 1, PAPER_COLUMN)
     if is_tuned(block):
         at = columns.index("n")
         columns[at:at] = list(TUNED_COLUMNS)

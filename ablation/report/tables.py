@@ -121,7 +121,7 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
         row["timed_steps"] = ok["timed_steps"].min() if len(ok) else np.nan
         row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
         row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
-        row.update(_tuned(ok, mine), **_published(mine, VARIANTS[variant]))
+        row.update(_tuned(ok, mine), **_published(mine, VARIANTS[variant], protocol))
         row["code"] = " | ".join(sorted(set(ok["code"].dropna()))) if "code" in ok else ""
         row["code_resumed_under_other"] = bool(ok.get("code_resumed_under_other",
                                                       pd.Series(dtype=bool)).any())
@@ -145,10 +145,11 @@ def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
             "tuning": first["tuning"]}
 
 
-def _published(mine: pd.DataFrame, label: str) -> dict:
-    """The paper's top-1 for this variant, where the runs' preset names one."""
+def _published(mine: pd.DataFrame, label: str, protocol: str) -> dict:
+    """The paper's top-1 for this variant, where the runs' preset names one and the
+    block measures what the paper did (the official protocol's best epoch)."""
     entries = [e for e in mine.get("published", pd.Series(dtype=object)) if isinstance(e, dict)]
-    if not entries or label not in entries[0]["top1"]:
+    if protocol != "official" or not entries or label not in entries[0]["top1"]:
         return {"paper_top1": np.nan, "paper_source": None}
     return {"paper_top1": float(entries[0]["top1"][label]), "paper_source": entries[0]["source"]}
 

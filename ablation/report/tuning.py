@@ -46,13 +46,15 @@ def unusable_tuning(entry) -> str | None:
 
 
 def protocol_label(entry: dict) -> str:
-    """``tuned per variant: trainer.learning_rate, 8 trials`` (a block's setting label)."""
-    return f"tuned per variant: {', '.join(entry['params'])}, {entry['trials']} trials"
+    """``tuned per variant: trainer.learning_rate`` (a block's setting label)."""
+    return f"tuned per variant: {', '.join(entry['params'])}"
 
 
 def protocol_key(entry: dict) -> str:
-    """What sets one search protocol apart from another, as a setting value."""
-    return json.dumps({k: entry.get(k) for k in (*PROTOCOL_KEYS, "trials")}, sort_keys=True)
+    """What sets one search protocol apart from another, as a setting value (the
+    budget aside: a rerun with more trials extends the same search, and its final
+    runs replace those of the smaller budget as later runs of the same seed)."""
+    return json.dumps({k: entry.get(k) for k in PROTOCOL_KEYS}, sort_keys=True)
 
 
 def trial_frame(rows: list[dict]) -> pd.DataFrame:
@@ -74,7 +76,8 @@ def trial_frame(rows: list[dict]) -> pd.DataFrame:
 def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
     """Each tuned final run's search: ``tuned_values`` (its searched keys' values),
     ``tuned_val_top1`` (the study's best trial's validation top-1, a fraction),
-    ``tuned_trials`` (the study's trials that completed) and ``tuned_budget``."""
+    ``tuned_trials`` (the study's trials with a record: completed or failed) and
+    ``tuned_budget`` (the largest budget its final runs were launched under)."""
     for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
         runs[col] = None
     for index, entry in runs["tuning"].items():
@@ -86,7 +89,9 @@ def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
         runs.at[index, "tuned_val_top1"] = (float(done["objective"].max()) if len(done)
                                             else np.nan)
         runs.at[index, "tuned_trials"] = int(mine["trial"].nunique()) if len(mine) else 0
-        runs.at[index, "tuned_budget"] = entry["trials"]
+        runs.at[index, "tuned_budget"] = max(
+            e["trials"] for e in runs["tuning"] if isinstance(e, dict)
+            and e["study"] == entry["study"])
 
 
 def values_text(values) -> str:

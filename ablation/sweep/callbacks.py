@@ -23,7 +23,8 @@ from ablation.runtime.sweep_context import SweepContext, current, publish, updat
 from ablation.sweep import outcomes
 from ablation.sweep.cleanup import missing_folders
 from ablation.sweep.preflight import check_jobs
-from hydra_plugins.vit_ablation.tuning import trial_stand_ins
+from hydra_plugins.vit_ablation.tuning import check_jobs as check_tunable
+from hydra_plugins.vit_ablation.tuning import check_not_swept, trial_stand_ins
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the
@@ -81,7 +82,10 @@ class SweepStart(Callback):
         composed = []
 
         def sweep():
+            check_not_swept(OverridesParser.create().parse_overrides(
+                list(config.hydra.overrides.task)))
             composed[:] = jobs = job_configs(config)
+            check_tunable([job for job, _ in jobs])  # tune=: before the estimate's probe
             launched.remember(config.hydra.sweep.dir, [folder for _, folder in jobs])
             return jobs
         sweep_dir = Path(str(config.hydra.sweep.dir))

@@ -57,7 +57,8 @@ class Study:
         found again by any command that asks for it (other paths, W&B modes or
         report options alike)."""
         text = json.dumps({"experiment": self.identity, **protocol.key()}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
+        # a letter first: an override value of hex digits alone could parse as a number
+        return "s" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def ranges(self, protocol: Protocol) -> dict[str, tuple[float, float]]:
         return {key: (value / protocol.spread, value * protocol.spread)
@@ -126,6 +127,64 @@ def _check_config(protocol: Protocol, config: Mapping, name: str) -> None:
         raise ConfigError("tune.trials must be at least 1")
 
 
+def check_jobs(jobs: Sequence[Mapping]) -> None:
+    """What a tuned sweep refuses before anything trains, from its jobs' resolved
+    configs (those of its final runs): no Optuna, a config without a validation
+    split, a search seed among the final seeds, a searched key that is not a
+    positive number, or a range that reaches values the key may not take."""
+    tune = jobs[0].get("tune") if jobs else None
+    if not tune:
+        return
+    try:
+        import optuna  # noqa: F401 - the search's storage and sampler
+    except ImportError:
+        raise ConfigError('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
+    protocol = Protocol.of(tune)
+    seeds = sorted({int(job["seed"]) for job in jobs})
+    if protocol.search_seed in seeds:
+        raise ConfigError(
+            f"tune.search_seed={protocol.search_seed} is also a final seed: the search must "
+            f"train with a seed apart from the final runs' (set tune.search_seed to another value)")
+    for job in jobs:
+        name = variant_name(switches(job))
+        _check_config(protocol, job, name)
+        _check_range(protocol, job, _centre(protocol, job))
+
+
+def _check_range(protocol: Protocol, config: Mapping, centre: Mapping[str, float]) -> None:
+    """Each end of each searched range, as a trial would train at it, passes the
+    config's schema (a rate that reaches 1, a whole number searched as a float)."""
+    from copy import deepcopy
+
+    from ablation.config.schema import check_schema
+
+    for key, value in centre.items():
+        for end in (value / protocol.spread, value * protocol.spread):
+            trial = deepcopy(dict(config))
+            node = trial
+            *groups, last = key.split(".")
+            for group in groups:
+                node = node[group]
+            node[last] = rounded(end)
+            try:
+                check_schema(trial)
+            except ConfigError as e:
+                raise ConfigError(
+                    f"tune.params: {key} is searched in [{rounded(value / protocol.spread):g}, "
+                    f"{rounded(value * protocol.spread):g}] (tune.spread={protocol.spread:g} "
+                    f"around {value:g}), which it cannot take all of: {e}") from None
+
+
+def check_not_swept(overrides) -> None:
+    """One search protocol per sweep: a ``tune`` value swept on the command line
+    would run several protocols under one sweep's search."""
+    for override in overrides:
+        key = override.get_key_element()
+        if override.is_sweep_override() and (key == "tune" or key.startswith("tune.")):
+            raise ConfigError(f"{key} cannot be swept (one search protocol per sweep): "
+                              f"run one sweep for each value")
+
+
 def _assign(values: Mapping[str, float]) -> list[str]:
     return [f"{key}={rounded(value)!r}" for key, value in sorted(values.items())]
 
@@ -140,11 +199,11 @@ def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
 def trial_overrides(protocol: Protocol, study: Study, number: int,
                     values: Mapping[str, float], variant: str) -> list[str]:
     """A trial job's overrides: its study's combination at the proposed values,
-    with the search's seed and epochs, named ``<variant>-trial<number>``."""
+    with the search's seed and epochs, named ``<variant>-s<search seed>-trial<number>``."""
     return _with(study.overrides, [
         f"seed={protocol.search_seed}", *_assign(values),
         *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
-        f"run_name={variant}-trial{number}", "tune.role=trial",
+        f"run_name={variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
         f"tune.study={study.id(protocol)}", f"tune.trial={number}"])
 
 
@@ -250,8 +309,9 @@ class Tuner:
                         if protocol.epochs is None else protocol.epochs for study in studies]
         final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
                         for study in studies for f in study.finals]
-        update(job_epochs=tuple(e for study, e in zip(studies, trial_epochs)
-                                for _ in range(left[study.name])) + tuple(final_epochs))
+        rounds = max(left.values(), default=0)  # in launch order: one trial per study a round
+        update(job_epochs=tuple(e for r in range(rounds) for study, e in zip(studies, trial_epochs)
+                                if left[study.name] > r) + tuple(final_epochs))
         log.info("tuning %s of %d studies: %d trials each (%d to run), then %d final runs",
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
@@ -267,7 +327,11 @@ class Tuner:
                 status, value = objective(folder)
                 if status in ("completed", "failed"):
                     search.tell(ids[study.name], number, value)
-                else:
+                if status == "failed":  # a search outcome (a diverged rate), not a failed sweep
+                    self.folders.remove(folder)
+                    log.warning("%s trial %d failed at %s; it counts against the budget (%s)",
+                                study.name, number, folder.name, "see its run.json")
+                elif status != "completed":
                     unfinished.append(f"{study.name} trial {number}")
             if unfinished:  # the sweep's end lists them, with the command that resumes them
                 log.warning("tuning stopped before its end (%s did not finish): no final runs; "
