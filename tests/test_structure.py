@@ -56,6 +56,17 @@ def test_imports_point_one_way():
     assert not wrong, wrong
 
 
+def test_hydras_plugins_sit_below_the_sweep():
+    """Hydra's plugins (the Slurm launcher, the tuned sweeper) are what the sweep
+    launches through: the sweep imports them, they import nothing of the sweep
+    or above it."""
+    plugins = PACKAGE.parent / "hydra_plugins" / "vit_ablation"
+    above = set(LAYERS[LAYERS.index("sweep"):])
+    wrong = [f"{path.name} imports ablation.{other}" for path in sorted(plugins.glob("*.py"))
+             for other in imported_subpackages(path) & above]
+    assert not wrong, wrong
+
+
 def imported_modules(path: Path) -> dict[str, set[str]]:
     """``ablation.x.y`` module -> the names a module takes from it, lazily or not
     (``from ablation.x import y`` counts as importing ``ablation.x.y`` when that
