@@ -312,7 +312,7 @@ class Tuner:
         rounds = max(left.values(), default=0)  # in launch order: one trial per study a round
         update(job_epochs=tuple(e for r in range(rounds) for study, e in zip(studies, trial_epochs)
                                 if left[study.name] > r) + tuple(final_epochs))
-        log.info("tuning %s of %d studies: %d trials each (%d to run), then %d final runs",
+        log.info("tuning %s of %d variant(s): %d trials each (%d to run), then %d final run(s)",
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
         while pending := [s for s in studies if search.used(ids[s.name]) < protocol.trials]:
