@@ -95,7 +95,7 @@ def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
 
 
 def values_text(values) -> str:
-    """``lr 0.00316`` style: each searched key's last part and its value."""
+    """``learning_rate 0.00316``: each searched key's last part and its value."""
     if not isinstance(values, dict):
         return ""
     return ", ".join(f"{key.rsplit('.', 1)[-1]} {value:g}" for key, value in values.items())
