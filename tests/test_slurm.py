@@ -119,11 +119,12 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
 
     # --- side by side: a time-limited job, a job to stop, two sweeps into one folder ---
     limited = tmp_path / "limited"
-    # a one-minute limit, SIGUSR2 half a minute before: the first attempt ends at its
-    # time limit; then the limit is raised, so the second completes
+    # a one-minute limit, SIGUSR2 20 s before: the first attempt ends at its time limit,
+    # 40 s in (time for its first checkpoint on a loaded machine, and too short for 120
+    # epochs on an idle one); then the limit is raised, so the second completes
     chain = ["-m", "seed=0", "spt=false", "lsa=false", "wandb.mode=disabled",
-             *smoke_overrides(limited, "trainer.epochs=80"), *SLURM,
-             "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30"]
+             *smoke_overrides(limited, "trainer.epochs=120"), *SLURM,
+             "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=20"]
     timed = start_sweep(one_thread(slurm), *chain)
     cancelled = tmp_path / "cancelled"
     stop = ["-m", "seed=1", "spt=false", "lsa=false", "wandb.mode=disabled",
@@ -147,7 +148,7 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     subprocess.run(["scancel", victim_id], env=slurm, check=True, timeout=60)
 
     # --- the time-limited job: once signalled and requeued, given time to complete ---
-    timed_job = limited / "smoke" / "vit-s0_trainer.epochs=80"
+    timed_job = limited / "smoke" / "vit-s0_trainer.epochs=120"
     timed_id = wait_for(lambda: "this job is timed-out" in "".join(job_logs(limited / "smoke"))
                         and next(iter(slurm_jobs(slurm, str(limited))), None),
                         "the first time limit")
@@ -197,5 +198,5 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     code, out = finish(timed)
     assert code == 0, out[-3000:]
     done = read_record(timed_job / "run.json")
-    assert done["status"] == "completed" and done["epochs_completed"] == 80
+    assert done["status"] == "completed" and done["epochs_completed"] == 120
     assert done["resumed_from_epochs"] and min(done["resumed_from_epochs"]) > 0
