@@ -9,7 +9,9 @@ they can:
 - two identical sweeps submitted into one folder at once: records equal to
   the basic launcher's, and each job trained once;
 - a time limit: Slurm sends SIGUSR2, submitit requeues the job, and it
-  resumes from its checkpoint to the end;
+  resumes from its checkpoint to the end (the limit is lowered once the job has a
+  checkpoint, and the job is held stopped until the signal, so no machine's speed
+  decides whether there is one to resume from);
 - a preemption (``scontrol requeue``), then ``scancel``: the job resumes after
   the first; after the second it is ``interrupted``, the sweep stops waiting
   for it, reports, names the command that resumes it and exits 1; that
@@ -17,11 +19,15 @@ they can:
 """
 from __future__ import annotations
 
+import math
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -114,18 +120,59 @@ def running_with_checkpoint(env, sweep_root: Path, job_folder: Path) -> str | No
     return None
 
 
+def run_seconds(env, job_id: str) -> int:
+    """How long the job has been running, by Slurm's clock."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True,
+                         text=True, timeout=60).stdout
+    *days, clock = re.search(r"RunTime=(\S+)", out)[1].split("-")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return ((int(days[0]) if days else 0) * 24 + h) * 3600 + m * 60 + s
+
+
+def step_pids(env, job_id: str) -> list[int]:
+    """The processes of the job's steps: the training, not the batch script."""
+    out = subprocess.run(["scontrol", "listpids", job_id], env=env, capture_output=True,
+                         text=True, timeout=60).stdout
+    rows = [line.split() for line in out.splitlines()[1:]]  # PID JOBID STEPID LOCALID GLOBALID
+    return [int(row[0]) for row in rows if len(row) >= 3 and row[2].isdigit()]
+
+
+def meet_the_time_limit(env, sweep_root: Path, job_folder: Path) -> int:
+    """Bring the job to its time limit once it has a checkpoint; the epoch of that one.
+
+    It is submitted with a 10-minute limit: submitit counts any signal as a time-out
+    then (its margin is 10 minutes). Once it has saved a checkpoint, its training is
+    stopped (SIGSTOP: no epoch, no CPU) and its limit lowered to end 35-95 s from
+    now (Slurm counts whole minutes). Slurm checks limits every 30 s and signals
+    (SIGCONT, then SIGUSR2) at the first check within 20 s + 30 s of the end, so
+    between then and 20 s before it. Once the job has said it timed out, the limit is
+    raised again before its requeued run can start (``cred_expire``)."""
+    job_id = wait_for(lambda: running_with_checkpoint(env, sweep_root, job_folder),
+                      "the time-limited job's first checkpoint")
+    for pid in step_pids(env, job_id):
+        os.kill(pid, signal.SIGSTOP)
+    checkpoint = last_checkpoint(job_folder)
+    minutes = math.ceil((run_seconds(env, job_id) + 35) / 60)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"], env=env,
+                   check=True, timeout=60)
+    wait_for(lambda: "this job is timed-out" in "".join(job_logs(sweep_root / "smoke")),
+             "the time limit's signal", timeout=180)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=10"], env=env,
+                   check=True, timeout=60)
+    return checkpoint
+
+
 def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     basic = records_by_name(smoke_sweep.root)
 
     # --- side by side: a time-limited job, a job to stop, two sweeps into one folder ---
     limited = tmp_path / "limited"
-    # a one-minute limit, SIGUSR2 20 s before: the first attempt ends at its time limit,
-    # 40 s in (time for its first checkpoint on a loaded machine, and too short for 120
-    # epochs on an idle one); then the limit is raised, so the second completes
     chain = ["-m", "seed=0", "spt=false", "lsa=false", "wandb.mode=disabled",
-             *smoke_overrides(limited, "trainer.epochs=120"), *SLURM,
-             "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=20"]
+             *smoke_overrides(limited, "trainer.epochs=30"), *SLURM,
+             "hydra.launcher.timeout_min=10", "hydra.launcher.signal_delay_s=20"]
     timed = start_sweep(one_thread(slurm), *chain)
+    timed_job = limited / "smoke" / "vit-s0_trainer.epochs=30"
+    time_limit = ThreadPoolExecutor(1).submit(meet_the_time_limit, slurm, limited, timed_job)
     cancelled = tmp_path / "cancelled"
     stop = ["-m", "seed=1", "spt=false", "lsa=false", "wandb.mode=disabled",
             *smoke_overrides(cancelled, "trainer.epochs=30"), *SLURM]
@@ -146,14 +193,6 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     wait_for(lambda: running_with_checkpoint(slurm, cancelled, victim) and
              last_checkpoint(victim) > preempted_at, "the preempted job's next checkpoint")
     subprocess.run(["scancel", victim_id], env=slurm, check=True, timeout=60)
-
-    # --- the time-limited job: once signalled and requeued, given time to complete ---
-    timed_job = limited / "smoke" / "vit-s0_trainer.epochs=120"
-    timed_id = wait_for(lambda: "this job is timed-out" in "".join(job_logs(limited / "smoke"))
-                        and next(iter(slurm_jobs(slurm, str(limited))), None),
-                        "the first time limit")
-    subprocess.run(["scontrol", "update", f"JobId={timed_id}", "TimeLimit=10"], env=slurm,
-                   check=True, timeout=60)
 
     # --- the two sweeps into one folder: the basic launcher's records, each trained once ---
     for proc in twins:
@@ -195,8 +234,10 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     assert "Bypassing signal SIGTERM" in "".join(job_logs(cancelled / "smoke"))
 
     # --- the time-limited job: resumed from its checkpoint, completed ---
+    checkpoint = time_limit.result(timeout=600)
     code, out = finish(timed)
     assert code == 0, out[-3000:]
     done = read_record(timed_job / "run.json")
-    assert done["status"] == "completed" and done["epochs_completed"] == 120
-    assert done["resumed_from_epochs"] and min(done["resumed_from_epochs"]) > 0
+    assert done["status"] == "completed" and done["epochs_completed"] == 30
+    # resumed once, from the checkpoint it had when stopped (or one it saved on the signal)
+    assert len(done["resumed_from_epochs"]) == 1 and done["resumed_from_epochs"][0] >= checkpoint
