@@ -139,6 +139,31 @@ def test_the_search_is_reproducible_and_resumes_the_trial_in_flight(tmp_path):
         {"trainer.learning_rate": t[1]}))[1]
 
 
+
+def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
+    """tune=learning_rate_weight_decay: both keys centred on the preset's values, each
+    proposal inside both ranges, both carried to the trial's overrides and record."""
+    tune = ["experiment=smoke", "tune=learning_rate_weight_decay", "trainer.weight_decay=0.01"]
+    protocol = Protocol.of(compose_config(tune)["tune"])
+    (study,) = plan(protocol, [["spt=true", "seed=0"]], lambda o: compose_config([*tune, *o]))
+    assert study.centre == {"trainer.learning_rate": 0.003, "trainer.weight_decay": 0.01}
+    ranges = study.ranges(protocol)
+    assert ranges["trainer.weight_decay"] == pytest.approx((0.001, 0.1))
+    search = Search(tmp_path / "journal.log", protocol)
+    drawn = []
+    for _ in range(4):
+        number, values = search.next_trial(study.id(protocol), ranges)
+        assert set(values) == set(ranges)
+        assert all(low <= values[key] <= high for key, (low, high) in ranges.items())
+        drawn.append(values)
+        search.tell(study.id(protocol), number, _objective(values))
+    assert len({v["trainer.weight_decay"] for v in drawn}) == 4  # drawn, not held at the centre
+    trial = trial_overrides(protocol, study, 0, drawn[0], study.variant)
+    entry = tuning_entry(compose_config([*tune, *trial]))
+    assert entry["values"] == drawn[0]
+    assert compose_config([*tune, *trial])["trainer"]["weight_decay"] == \
+        drawn[0]["trainer.weight_decay"]
+
 # --- end to end: the command, a kill, a second process, the report ----------------------
 
 def _digits_folder(root, corrupt_test: bool):
