@@ -135,6 +135,7 @@ def test_failed_missing_and_corrupt_records(tmp_path, caplog):
     record(tmp_path, True, False, False, 0, 0.60)
     record(tmp_path, True, False, False, 1, 0.0, status="failed")
     record(tmp_path, True, True, True, 0, 0.0, status="failed")
+    record(tmp_path, False, True, False, 0, 0.0, status="interrupted")
     (tmp_path / "corrupt").mkdir()
     (tmp_path / "corrupt" / "run.json").write_text('{"schema": 1, "status": "comp')
     (tmp_path / "future").mkdir()
@@ -145,17 +146,22 @@ def test_failed_missing_and_corrupt_records(tmp_path, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     for name in ("corrupt", "future", "partial"):
         assert sum(f"/{name}/run.json" in w for w in warnings) == 1
-    assert len(runs) == 5
+    assert len(runs) == 6
     table = comparison(runs)
     spt = row(table, "SPT")
     assert (spt["n"], spt["n_failed"], spt["status"]) == (1, 1, "ok")
     assert spt["top1_mean"] == pytest.approx(60.0)        # the failed run is not averaged in
     assert spt["d_top1"] == pytest.approx(10.0)           # paired on seed 0 only
     assert row(table, "SL-ViT")["status"] == "failed"
+    stopped = row(table, "LSA mask")  # stopped, not failed: a rerun resumes it
+    assert (stopped["n"], stopped["n_failed"], stopped["n_interrupted"]) == (0, 0, 1)
+    assert stopped["status"] == "interrupted"
     assert row(table, "LSA (mask + temp.)")["status"] == "missing"
     md = write_report(tmp_path, make_plots=False).markdown
     assert "| SPT | ✓ |  |  | 1 (+1 failed) | 60.00 |" in md  # no bold by rank
     assert re.search(r"\| SL-ViT \|.*\| 0 \(\+1 failed\) \| failed \| failed \|", md)
+    assert re.search(r"\| LSA mask \|.*\| 0 \(\+1 interrupted\) \| interrupted \| interrupted \|",
+                     md)
     assert re.search(r"\| LSA \(mask \+ temp\.\) \|.*\| 0 \| missing \| missing \|", md)
 
 

@@ -121,7 +121,8 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
     rows = []
     for _, r in block.iterrows():
         mark = lambda on: style.on if on else style.off  # noqa: E731
-        n = str(r["n"]) + (f" (+{r['n_failed']} failed)" if r["n_failed"] else "")
+        n = str(r["n"]) + "".join(f" (+{r[f'n_{what}']} {what})"
+                                  for what in ("failed", "interrupted") if r.get(f"n_{what}"))
         if r["status"] != "ok":
             top1 = top5 = r["status"]
         else:

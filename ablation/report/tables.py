@@ -58,7 +58,9 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     ``*_no_spread`` is true where every paired difference was the same (a
     zero-wide interval that measures nothing). ``test_images`` is the block's
     test-set size (one image = 100 / test_images points).
-    ``status`` is ``ok``, ``failed`` (runs exist, none completed) or ``missing``.
+    ``status`` is ``ok``, ``failed`` (runs exist, none completed, one failed),
+    ``interrupted`` (runs exist, none completed, none failed: a rerun resumes them) or
+    ``missing``; ``n_failed`` and ``n_interrupted`` count the runs that did not complete.
 
     Also: ``d_*_p`` (the paired t-test's p) and ``d_*_p_holm`` (Holm-adjusted
     across the block's Δ rows, one family per metric), ``d_*_sd`` (sd of the
@@ -78,6 +80,18 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def _status(completed: int, statuses: pd.Series) -> str:
+    """A variant's state in its block: ``ok`` once a run completed; else ``failed``
+    where one failed, ``interrupted`` where runs were only stopped (a rerun resumes
+    them), ``missing`` where there is no run."""
+    if completed:
+        return "ok"
+    for status in ("failed", "interrupted"):
+        if (statuses == status).any():
+            return status
+    return "missing"
+
+
 def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[dict]:
     rows = []
     keys = switch_key(block)
@@ -91,7 +105,8 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
                "variant": VARIANTS[variant],
                **dict(zip(SWITCHES, variant)),
                "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
-               "status": "ok" if len(ok) else ("failed" if len(mine) else "missing")}
+               "n_interrupted": int((mine["status"] == "interrupted").sum()),
+               "status": _status(len(ok), mine["status"])}
         for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
             values = 100 * ok[metric]
             row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
