@@ -19,6 +19,7 @@ they can:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -26,8 +27,9 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,9 +107,12 @@ def wait_for(condition, what: str, timeout: float = 240):
 
 
 def last_checkpoint(job_folder: Path) -> int:
-    """The epoch of the job's newest checkpoint (0: none)."""
-    return max((int(m[1]) for p in job_folder.glob("checkpoint/model-*.keras")
-                if (m := re.fullmatch(r"model-(\d+)\.keras", p.name))), default=0)
+    """The epoch of the job's newest whole checkpoint, one a resume can use (0: none):
+    its state file is written after its model."""
+    folder = job_folder / "checkpoint"
+    return max((int(m[1]) for p in folder.glob("state-*.json")
+                if (m := re.fullmatch(r"state-(\d+)\.json", p.name))
+                and (folder / f"model-{m[1]}.keras").exists()), default=0)
 
 
 def running_with_checkpoint(env, sweep_root: Path, job_folder: Path) -> str | None:
@@ -132,9 +137,11 @@ def run_seconds(env, job_id: str) -> int:
 def step_pids(env, job_id: str) -> list[int]:
     """The processes of the job's steps: the training, not the batch script."""
     out = subprocess.run(["scontrol", "listpids", job_id], env=env, capture_output=True,
-                         text=True, timeout=60).stdout
+                         text=True, timeout=60, check=True).stdout
     rows = [line.split() for line in out.splitlines()[1:]]  # PID JOBID STEPID LOCALID GLOBALID
-    return [int(row[0]) for row in rows if len(row) >= 3 and row[2].isdigit()]
+    pids = [int(row[0]) for row in rows if len(row) >= 3 and row[2].isdigit()]
+    assert pids, f"no step processes in scontrol listpids {job_id}: {out}"
+    return pids
 
 
 def meet_the_time_limit(env, sweep_root: Path, job_folder: Path) -> int:
@@ -144,22 +151,56 @@ def meet_the_time_limit(env, sweep_root: Path, job_folder: Path) -> int:
     then (its margin is 10 minutes). Once it has saved a checkpoint, its training is
     stopped (SIGSTOP: no epoch, no CPU) and its limit lowered to end 35-95 s from
     now (Slurm counts whole minutes). Slurm checks limits every 30 s and signals
-    (SIGCONT, then SIGUSR2) at the first check within 20 s + 30 s of the end, so
-    between then and 20 s before it. Once the job has said it timed out, the limit is
-    raised again before its requeued run can start (``cred_expire``)."""
+    (SIGCONT, then SIGUSR2) at the first check within 20 s + 30 s of the end; it
+    ends the job at the first check past the end, at least one check later, so the
+    job has 30 s or more to requeue itself. Once the job has said it timed out, the
+    limit is raised again before its requeued run can start (``cred_expire``). If
+    anything fails on the way, the job is woken and cancelled, not left stopped."""
     job_id = wait_for(lambda: running_with_checkpoint(env, sweep_root, job_folder),
                       "the time-limited job's first checkpoint")
-    for pid in step_pids(env, job_id):
+    pids = step_pids(env, job_id)
+    for pid in pids:
         os.kill(pid, signal.SIGSTOP)
-    checkpoint = last_checkpoint(job_folder)
-    minutes = math.ceil((run_seconds(env, job_id) + 35) / 60)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"], env=env,
-                   check=True, timeout=60)
-    wait_for(lambda: "this job is timed-out" in "".join(job_logs(sweep_root / "smoke")),
-             "the time limit's signal", timeout=180)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=10"], env=env,
-                   check=True, timeout=60)
+    try:
+        checkpoint = last_checkpoint(job_folder)
+        minutes = math.ceil((run_seconds(env, job_id) + 35) / 60)
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"],
+                       env=env, check=True, timeout=60)
+        wait_for(lambda: "this job is timed-out" in "".join(job_logs(sweep_root / "smoke")),
+                 "the time limit's signal", timeout=180)
+        subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=10"], env=env,
+                       check=True, timeout=60)
+    except BaseException:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        subprocess.run(["scancel", job_id], env=env, timeout=60)
+        raise
     return checkpoint
+
+
+def in_background(function, *args) -> Callable[[float], object]:
+    """Start ``function(*args)`` in a daemon thread (a failed test's exit never waits
+    on it); the returned call waits up to its timeout and gives the result, or raises
+    what the function raised."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = function(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting test
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result(timeout: float):
+        thread.join(timeout)
+        assert not thread.is_alive(), f"{function.__name__} still running after {timeout} s"
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
+    return result
 
 
 def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
@@ -172,7 +213,7 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
              "hydra.launcher.timeout_min=10", "hydra.launcher.signal_delay_s=20"]
     timed = start_sweep(one_thread(slurm), *chain)
     timed_job = limited / "smoke" / "vit-s0_trainer.epochs=30"
-    time_limit = ThreadPoolExecutor(1).submit(meet_the_time_limit, slurm, limited, timed_job)
+    time_limit = in_background(meet_the_time_limit, slurm, limited, timed_job)
     cancelled = tmp_path / "cancelled"
     stop = ["-m", "seed=1", "spt=false", "lsa=false", "wandb.mode=disabled",
             *smoke_overrides(cancelled, "trainer.epochs=30"), *SLURM]
@@ -234,10 +275,10 @@ def test_sweeps_through_a_real_slurm(slurm, smoke_sweep, tmp_path):
     assert "Bypassing signal SIGTERM" in "".join(job_logs(cancelled / "smoke"))
 
     # --- the time-limited job: resumed from its checkpoint, completed ---
-    checkpoint = time_limit.result(timeout=600)
+    checkpoint = time_limit(600)
     code, out = finish(timed)
     assert code == 0, out[-3000:]
     done = read_record(timed_job / "run.json")
     assert done["status"] == "completed" and done["epochs_completed"] == 30
-    # resumed once, from the checkpoint it had when stopped (or one it saved on the signal)
+    # resumed once, from the checkpoint it had when stopped (none is written after it)
     assert len(done["resumed_from_epochs"]) == 1 and done["resumed_from_epochs"][0] >= checkpoint

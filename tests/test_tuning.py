@@ -139,7 +139,6 @@ def test_the_search_is_reproducible_and_resumes_the_trial_in_flight(tmp_path):
         {"trainer.learning_rate": t[1]}))[1]
 
 
-
 def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
     """tune=learning_rate_weight_decay: both keys centred on the preset's values, each
     proposal inside both ranges, both carried to the trial's overrides and record."""
@@ -161,8 +160,10 @@ def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
     trial = trial_overrides(protocol, study, 0, drawn[0], study.variant)
     entry = tuning_entry(compose_config([*tune, *trial]))
     assert entry["values"] == drawn[0]
-    assert compose_config([*tune, *trial])["trainer"]["weight_decay"] == \
-        drawn[0]["trainer.weight_decay"]
+    trainer = compose_config([*tune, *trial])["trainer"]
+    assert (trainer["learning_rate"], trainer["weight_decay"]) == \
+        (drawn[0]["trainer.learning_rate"], drawn[0]["trainer.weight_decay"])
+
 
 # --- end to end: the command, a kill, a second process, the report ----------------------
 

@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
     print(report.markdown)
-    failed = int((report.runs["status"] == "failed").sum())
-    print(f"{len(report.runs)} runs ({failed} failed) -> "
+    failed, interrupted = (int((report.runs["status"] == s).sum())
+                           for s in ("failed", "interrupted"))
+    print(f"{len(report.runs)} runs ({failed} failed, {interrupted} interrupted) -> "
           + ", ".join(str(f) for f in report.files))
     if report.wandb:
         print(f"W&B report run {report.wandb['id']} in {report.wandb['dir']}")

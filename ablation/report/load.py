@@ -114,7 +114,7 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
 
 
 def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per run below ``path`` (completed and failed), with its block;
+    """One row per run below ``path`` (completed, failed and interrupted), with its block;
     and a tuned sweep's trials (:func:`ablation.report.tuning.trial_frame`).
 
     With ``split_by_code`` runs of different code (``code``: the package's

@@ -1,8 +1,8 @@
 """The numbers of the report, as DataFrames (percent, full precision).
 
 :func:`comparison` gives one row per block (dataset x model x setting) and
-variant, in the paper's order, including variants that are missing or only
-failed; :func:`factorial` gives each switch's effect and interactions where a
+variant, in the paper's order, including variants that are missing, only
+failed or only interrupted; :func:`factorial` gives each switch's effect and interactions where a
 block holds a full factorial. Formatting lives in :mod:`ablation.report.render`.
 """
 from __future__ import annotations

@@ -76,7 +76,7 @@ def trial_frame(rows: list[dict]) -> pd.DataFrame:
 def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
     """Each tuned final run's search: ``tuned_values`` (its searched keys' values),
     ``tuned_val_top1`` (the study's best trial's validation top-1, a fraction),
-    ``tuned_trials`` (the study's trials with a record: completed or failed) and
+    ``tuned_trials`` (the study's trials with a record, whatever their status) and
     ``tuned_budget`` (the largest budget its final runs were launched under)."""
     for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
         runs[col] = None

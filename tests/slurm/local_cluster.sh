@@ -82,7 +82,7 @@ ReturnToService=2
 MinJobAge=60
 # Requeues in seconds, not minutes: a stopped job's processes get KillWait seconds
 # before SIGKILL (default 30); a requeued job may start again after cred_expire
-# seconds (default 120), which must outlast a time limit's signal delay (30 s in the
+# seconds (default 120), which must outlast a time limit's signal delay (20 s in the
 # tests): a job that starts again before its last run's end time is sent that run's
 # signal at once; and the schedulers look every 5 s (default: 60 and 30).
 KillWait=5
