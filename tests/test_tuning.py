@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -347,6 +348,22 @@ def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     (section,) = [s for s in workspace.sections if s.name.startswith("Tuning trials")]
     (panel,) = section.panels
     assert panel.x.name == "trainer.learning_rate" and panel.y.name == "final_val/top1"
+
+
+def test_two_sweeps_with_the_same_search_are_counted_apart(tmp_path):
+    """A report over the parent of two sweep folders that ran the same study: each
+    final run's trials are those of its own folder, not both folders' pooled."""
+    from ablation.report import load_runs
+
+    _tuned_records(tmp_path / "first")
+    _tuned_records(tmp_path / "second")
+    for folder in (tmp_path / "second").glob("0-trial*"):  # a worse search in the second
+        (folder / "run.json").unlink()
+    runs = load_runs(tmp_path)  # the second folder's final runs: the later ones
+    assert len(runs) == 4 and all("/second/" in path for path in runs["path"])
+    for _, run in runs.iterrows():  # the plain ViT's search left no trial in the second
+        plain = Path(run["path"]).parent.name.startswith("0-")
+        assert run["tuned_trials"] == (0 if plain else 3) and run["tuned_budget"] == 3
 
 
 def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_path):

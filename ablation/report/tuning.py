@@ -57,6 +57,13 @@ def protocol_key(entry: dict) -> str:
     return json.dumps({k: entry.get(k) for k in PROTOCOL_KEYS}, sort_keys=True)
 
 
+def sweep_folder(record_path) -> str:
+    """The sweep folder a run's record lies in (``<sweep>/<job folder>/run.json``): one
+    search per study and sweep folder, so a report over a parent folder keeps two
+    sweeps' identical searches apart."""
+    return str(Path(record_path).parent.parent)
+
+
 def trial_frame(rows: list[dict]) -> pd.DataFrame:
     """The trials among the loaded rows: study, variant, number, values, objective."""
     trials = [r for r in rows if r["role"] == "trial" and r["tuning"] is not None]
@@ -67,8 +74,10 @@ def trial_frame(rows: list[dict]) -> pd.DataFrame:
         "values": r["tuning"]["values"], "params": tuple(r["tuning"]["params"]),
         "objective": r["final_val_top1"] if r["status"] == "completed" else np.nan,
         "status": r["status"], "budget": r["tuning"]["trials"], "path": r["path"],
+        "sweep": sweep_folder(r["path"]),
     } for r in trials], columns=["study", "trial", "variant", "label", "dataset", "model",
-                                 "values", "params", "objective", "status", "budget", "path"])
+                                 "values", "params", "objective", "status", "budget", "path",
+                                 "sweep"])
     frame["objective"] = pd.to_numeric(frame["objective"], errors="coerce")
     return frame
 
@@ -77,21 +86,25 @@ def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
     """Each tuned final run's search: ``tuned_values`` (its searched keys' values),
     ``tuned_val_top1`` (the study's best trial's validation top-1, a fraction),
     ``tuned_trials`` (the study's trials with a record, whatever their status) and
-    ``tuned_budget`` (the largest budget its final runs were launched under)."""
+    ``tuned_budget`` (the largest budget its final runs were launched under), each
+    from the final run's own sweep folder."""
     for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
         runs[col] = None
+    sweeps = runs["path"].map(sweep_folder)
     for index, entry in runs["tuning"].items():
         if entry is None:
             continue
-        mine = trials[trials["study"] == entry["study"]] if len(trials) else trials
+        sweep = sweeps[index]
+        mine = (trials[(trials["study"] == entry["study"]) & (trials["sweep"] == sweep)]
+                if len(trials) else trials)
         done = mine[mine["status"] == "completed"] if len(mine) else mine
         runs.at[index, "tuned_values"] = entry["values"]
         runs.at[index, "tuned_val_top1"] = (float(done["objective"].max()) if len(done)
                                             else np.nan)
         runs.at[index, "tuned_trials"] = int(mine["trial"].nunique()) if len(mine) else 0
         runs.at[index, "tuned_budget"] = max(
-            e["trials"] for e in runs["tuning"] if isinstance(e, dict)
-            and e["study"] == entry["study"])
+            e["trials"] for e, folder in zip(runs["tuning"], sweeps) if isinstance(e, dict)
+            and e["study"] == entry["study"] and folder == sweep)
 
 
 def values_text(values) -> str:
