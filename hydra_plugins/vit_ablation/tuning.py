@@ -89,12 +89,16 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
         study.finals.append(list(combination))
         study.seeds.append(int(config["seed"]))
     for study in studies.values():
-        if protocol.search_seed in study.seeds:
-            raise ConfigError(
-                f"tune.search_seed={protocol.search_seed} is also a final seed of {study.name}: "
-                f"the search must train with a seed apart from the final runs' "
-                f"(set tune.search_seed to another value)")
+        _check_search_seed(protocol, study.seeds, f" of {study.name}")
     return list(studies.values())
+
+
+def _check_search_seed(protocol: Protocol, seeds, of: str = "") -> None:
+    if protocol.search_seed in seeds:
+        raise ConfigError(
+            f"tune.search_seed={protocol.search_seed} is also a final seed{of}: the search "
+            f"must train with a seed apart from the final runs' (set tune.search_seed to "
+            f"another value)")
 
 
 def _study_name(config: Mapping, rest: list[str]) -> str:
@@ -140,11 +144,7 @@ def check_jobs(jobs: Sequence[Mapping]) -> None:
     except ImportError:
         raise ConfigError('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
     protocol = Protocol.of(tune)
-    seeds = sorted({int(job["seed"]) for job in jobs})
-    if protocol.search_seed in seeds:
-        raise ConfigError(
-            f"tune.search_seed={protocol.search_seed} is also a final seed: the search must "
-            f"train with a seed apart from the final runs' (set tune.search_seed to another value)")
+    _check_search_seed(protocol, {int(job["seed"]) for job in jobs})
     for job in jobs:
         name = variant_name(switches(job))
         _check_config(protocol, job, name)
