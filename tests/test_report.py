@@ -96,15 +96,11 @@ def test_two_by_two_factorial_effects_match_a_hand_computation(four_by_three):
     assert effects.loc["SPT", "top1_effect"] == pytest.approx(spt_effect)
     assert effects.loc["LSA (mask + temp.)", "top1_effect"] == pytest.approx(lsa_effect)
     assert effects.loc["SPT x LSA (mask + temp.)", "top1_effect"] == pytest.approx(inter)
-    # interval by hand: cells x seeds, additive seed block; balanced +-1 columns are
-    # orthogonal, so se(coef) = sqrt(MSE / N) and the effect's interval is 2 x that of coef.
-    cells = np.array([y[k] for k in TOP1])                # 4 cells x 3 seeds
-    fitted = cells.mean(1, keepdims=True) + cells.mean(0, keepdims=True) - cells.mean()
-    df = cells.size - 4 - 2
-    se = np.sqrt(((cells - fitted) ** 2).sum() / df / cells.size)
-    half = 2 * stats.t.ppf(0.975, df) * se
-    assert effects.loc["SPT", "top1_low"] == pytest.approx(spt_effect - half)
-    assert effects.loc["SPT", "top1_high"] == pytest.approx(spt_effect + half)
+    # interval by hand: the effect within each seed, then the t-interval over seeds
+    per_seed = (y[True, False] + y[True, True] - y[False, False] - y[False, True]) / 2
+    low, high = t_interval_by_hand(per_seed)
+    assert (effects.loc["SPT", "top1_low"], effects.loc["SPT", "top1_high"]) == pytest.approx(
+        (low, high), abs=2e-3)
 
 
 def test_full_two_cubed_factorial(tmp_path):
@@ -271,7 +267,7 @@ def test_exact_zero_effects_print_as_zero_and_one_seed_footnote_only_when_true(t
     assert effects.loc["SPT", "top1_effect"] == 0.0
     assert effects.loc["SPT x LSA (mask + temp.)", "top1_effect"] == 0.0
     assert "e-1" not in (tmp_path / "factorial_effects.csv").read_text()
-    assert "No interval with one seed per cell" in report.markdown
+    assert "No interval with one seed" in report.markdown
 
 
 def test_no_one_seed_footnote_where_intervals_are_shown(four_by_three):

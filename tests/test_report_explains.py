@@ -179,9 +179,10 @@ def test_holm_turns_off_bold_that_an_uncorrected_interval_would_give(tmp_path):
     assert "**" not in report.markdown.split("Factorial effects")[0]
 
 
-def test_factorial_caption_says_why_its_interval_can_be_narrower(four_by_three):
+def test_factorial_note_says_the_seed_is_the_unit(four_by_three):
     md = write_report(four_by_three, make_plots=False).markdown
-    assert "narrower than the paired Δ interval" in md and "residuals of the whole fit" in md
+    assert "t-interval over the seeds (n − 1 df" in md and "the seed is the unit" in md
+    assert "residuals" not in md and "sharper" not in md
 
 
 def test_power_per_block_from_the_paired_spread(four_by_three):

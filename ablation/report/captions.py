@@ -143,9 +143,18 @@ def code_sentence(block: pd.DataFrame, escape=_as_is) -> str:
     return text
 
 
-FACTORIAL_NOTE = ("Effects: OLS on ±1-coded switches with all interactions (seed as a block); "
-                  "effect = 2 × coefficient = mean change when the switch goes off → on. "
-                  "Its interval can be narrower than the paired Δ interval of the same switch: "
-                  "the effect averages over every cell of the design and takes its error from "
-                  "the residuals of the whole fit, with more degrees of freedom (a smaller t) "
-                  "than the n − 1 of one pair of cells.")
+FACTORIAL_NOTE = ("Effects: each switch's main effect and every interaction, computed within "
+                  "each seed from that seed's complete set of variants (effect = mean of the "
+                  "metric where the term is +1 minus the mean where it is −1; for a switch, the "
+                  "change off → on averaged over the other switches), with the 95 % t-interval "
+                  "over the seeds (n − 1 df, uncorrected), like the Δ: the seed is the unit, "
+                  "because the variants of one seed share its initialisation, data order and "
+                  "augmentation draws. Bold: significant at 5 % after Holm's correction across "
+                  "the block's terms of that metric.")
+
+
+def factorial_significant(row, metric: str) -> bool:
+    """Bold for an effect: its Holm-corrected p across the block's terms is below 5 %
+    (never for a zero-wide interval, which has no test)."""
+    p = row.get(f"{metric}_p_holm")
+    return bool(_finite(p) and p < 1 - CONFIDENCE and not row[f"{metric}_no_spread"])

@@ -99,7 +99,7 @@ def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
             effects = effects.set_index("term")
             if table is None:
                 table = effects[["order"]].copy()
-            for col in ("effect", "low", "high", "p_value"):
+            for col in ("effect", "low", "high", "p_value", "p_holm", "sd", "no_spread"):
                 table[f"{stem}_{col}"] = effects[col]
         table = table.reset_index()
         labels = factor_labels(factors)

@@ -6,6 +6,8 @@ observed gap of each variant would need, both from the spread of the paired
 differences (statsmodels' ``TTestPower``, the one-sample / paired t-test). The
 spread is pooled over the block's Δ rows (each weighted by its n - 1 degrees
 of freedom): one variant's sd from 2-3 seeds is too rough to plan with.
+The factorial effects are t-tests over the seeds too: their line plans with
+the spread of the per-seed effects, pooled over the block's terms.
 """
 from __future__ import annotations
 
@@ -95,3 +97,25 @@ def sentence(block: pd.DataFrame) -> str | None:
             f"differences {sd:.2f} pp pooled over the block): with {int(seeds)} seeds the "
             f"smallest detectable top-1 gap is {first['top1_detectable_gap']:.2f} pp; seeds "
             f"needed to detect each observed gap: " + ", ".join(needs) + ".")
+
+
+def factorial_sentence(effects: pd.DataFrame, metric: str = "top1") -> str | None:
+    """The power line under one block's factorial effects, or None with nothing to say.
+
+    Each effect is a one-sample t-test over the seeds' own effects, so the
+    detectable effect is the paired one's: the standardised size ``seeds`` values
+    detect, times the sd of the per-seed effects pooled over the block's terms
+    (every term has the same n - 1 degrees of freedom).
+    """
+    seeds = int(effects["seeds"].iloc[0]) if len(effects) else 0
+    sd = effects[f"{metric}_sd"].to_numpy(dtype=float)
+    if seeds < MIN_SEEDS or not np.isfinite(sd).all():
+        return None
+    pooled = float(np.sqrt(np.mean(sd ** 2)))
+    name = {"top1": "top-1", "top5": "top-5"}.get(metric, metric)
+    if pooled <= 0:
+        return (f"Power: the per-seed {name} effects have no spread, so the smallest "
+                "detectable effect cannot be estimated.")
+    return (f"Power (t over seeds, α {ALPHA:g}, power {POWER:g}, sd of the per-seed {name} "
+            f"effects {pooled:.2f} pp pooled over the terms): with {seeds} seeds the smallest "
+            f"detectable {name} effect is {detectable_effect(seeds) * pooled:.2f} pp.")

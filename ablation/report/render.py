@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL, REGISTRY
+from ablation.report import power
 from ablation.report.captions import (  # noqa: F401 - caption, image_worth: used from here
     BEST_COLUMNS, FACTORIAL_NOTE, GAPS, SPEED_MARK, caption, image_worth, shows_best_epoch,
-    significant, speed_shown)
+    factorial_significant, significant, speed_shown)
 from ablation.report.escape import latex_text, markdown_text
 from ablation.report.tables import BLOCK
 from ablation.report.tuning import values_text
@@ -163,16 +164,31 @@ def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
 def _factorial_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
     rows = []
     for _, r in effects.iterrows():
-        rows.append([style.escape(r["term"].replace(" x ", " × ")),
-                     gap(r["top1_effect"], r["top1_low"], r["top1_high"], style),
-                     gap(r["top5_effect"], r["top5_low"], r["top5_high"], style)])
+        row = [style.escape(r["term"].replace(" x ", " × "))]
+        for metric in ("top1", "top5"):
+            text = gap(r[f"{metric}_effect"], r[f"{metric}_low"], r[f"{metric}_high"], style)
+            row.append(style.bold.format(text) if factorial_significant(r, metric) else text)
+        rows.append(row)
     return rows
+
+
+def factorial_caption(effects: pd.DataFrame) -> str:
+    """What is particular to one block's effects: zero-wide intervals and its power."""
+    parts = []
+    if effects[["top1_no_spread", "top5_no_spread"]].fillna(False).to_numpy().any():
+        parts.append("[x, x]: the per-seed effects were identical in every seed, so the "
+                     "interval has no spread: it measures nothing and is not bold.")
+    said = power.factorial_sentence(effects)
+    if said:
+        parts.append(said)
+    return " ".join(parts)
 
 
 FACTORIAL_HEADER = ["Term", "Effect on top-1 (pp) [95% CI]", "Effect on top-5 (pp) [95% CI]"]
 NOTE = ("Each block compares runs of one dataset, model, protocol and setting; "
         "its caption says how to read it.")
-NO_INTERVAL_NOTE = "No interval with one seed per cell: the fit has no residual to estimate one."
+NO_INTERVAL_NOTE = ("No interval with one seed: the interval is made of the spread between "
+                    "seeds.")
 
 
 NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run of every "
@@ -206,6 +222,8 @@ def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         if not mine.empty:
             parts += [f"Factorial effects ({mine['seeds'].iloc[0]} seed(s)):", "",
                       md_table(FACTORIAL_HEADER, _factorial_rows(mine, MARKDOWN)), ""]
+            said = factorial_caption(mine)
+            parts += [said, ""] if said else []
         elif not_estimable(effects, key):
             parts += [NOT_ESTIMABLE_NOTE, ""]
     if not effects.empty:
@@ -298,6 +316,9 @@ def html_page(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         mine = select_block(effects, key)
         if not mine.empty:
             parts.append(html_table(FACTORIAL_HEADER, _factorial_rows(mine, HTML)))
+            said = factorial_caption(mine)
+            if said:
+                parts.append(f"<p>{html.escape(said)}</p>")
         elif not_estimable(effects, key):
             parts.append(f"<p>{html.escape(NOT_ESTIMABLE_NOTE)}</p>")
     if not effects.empty:

@@ -1,16 +1,18 @@
 """The two statistics the report prints: paired gaps and factorial effects.
 
-Both lean on maintained libraries (scipy's t-test, statsmodels' OLS)
-rather than hand-rolled formulas; Holm's adjustment is computed here, tied
-to statsmodels' by a test. Sweeps have 2-5 seeds: at that size a
-percentile bootstrap of the paired differences is just their range (about
-50 % coverage at n = 2, 75 % at n = 3), while the paired Student t-interval
-with n - 1 degrees of freedom keeps its nominal 95 % coverage (assuming
-roughly normal differences), so that is what the gaps use.
+Both take the seed as the experimental unit: a seed fixes the
+initialisation, the data order and every augmentation and mixing draw for
+all variants, so the variants of one seed are not independent runs. A gap
+or an effect is computed within each seed and its interval is the Student
+t-interval over the seeds (n - 1 degrees of freedom, scipy's t-test);
+Holm's adjustment is computed here, tied to statsmodels' by a test. Sweeps
+have 2-5 seeds: at that size a percentile bootstrap of the per-seed values
+is just their range (about 50 % coverage at n = 2, 75 % at n = 3), while the
+t-interval keeps its nominal 95 % coverage (assuming roughly normal
+per-seed values), so that is what both use.
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,19 +24,17 @@ CONFIDENCE = 0.95
 SPREAD_TOLERANCE_PP = 1e-4  # one image of a 1,000,000-image test set
 
 
-def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
-    """Mean of ``values - baseline`` over the seeds both have, with a 95 % t-interval.
+def seed_interval(diffs) -> dict:
+    """Mean of per-seed values (differences or effects) with its 95 % t-interval.
 
-    Both series are indexed by seed. The interval is the paired Student
-    t-interval, mean +- t(0.975, n-1) * sd / sqrt(n) of the differences
-    (``scipy.stats.ttest_rel(...).confidence_interval()``), given when at least
-    two seeds pair up. Identical differences have no spread: the interval is
+    Each value comes from one seed, the experimental unit: the seed fixes the
+    initialisation, the data order and every augmentation and mixing draw for all
+    variants, so the seeds are the independent replicates and the interval is
+    mean +- t(0.975, n-1) * sd / sqrt(n) (``scipy.stats.ttest_1samp``), given when
+    there are at least two seeds. Identical values have no spread: the interval is
     zero-wide and ``no_spread`` says so (the caption must, too).
     """
-    seeds = values.index.intersection(baseline.index)
-    v = values.loc[seeds].to_numpy(dtype=float)
-    b = baseline.loc[seeds].to_numpy(dtype=float)
-    diffs = v - b
+    diffs = np.asarray(diffs, dtype=float)
     out = {"gap": float(diffs.mean()) if len(diffs) else np.nan, "pairs": len(diffs),
            "low": np.nan, "high": np.nan, "no_spread": False, "p": np.nan,
            "sd": float(diffs.std(ddof=1)) if len(diffs) >= 2 else np.nan}
@@ -47,13 +47,27 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
             out["low"] = out["high"] = float(diffs.mean())
             out["no_spread"], out["sd"] = True, 0.0
         else:
-            from scipy.stats import ttest_rel
+            from scipy.stats import ttest_1samp
 
-            test = ttest_rel(v, b)
+            test = ttest_1samp(diffs, 0.0)
             ci = test.confidence_interval(confidence_level=CONFIDENCE)
             out["low"], out["high"], out["p"] = float(ci.low), float(ci.high), float(test.pvalue)
+    return out
+
+
+def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
+    """Mean of ``values - baseline`` over the seeds both have, with a 95 % t-interval.
+
+    Both series are indexed by seed. The interval is the paired Student
+    t-interval of the differences (:func:`seed_interval`; the same numbers as
+    ``scipy.stats.ttest_rel(...).confidence_interval()``).
+    """
+    seeds = values.index.intersection(baseline.index)
+    v = values.loc[seeds].to_numpy(dtype=float)
+    b = baseline.loc[seeds].to_numpy(dtype=float)
+    out = seed_interval(v - b)
     # an exact-zero mean gap comes out as 3.55e-15 from the round-off of v - b
-    scale = float(np.max(np.abs(np.concatenate([v, b])))) if len(diffs) else 1.0
+    scale = float(np.max(np.abs(np.concatenate([v, b])))) if len(v) else 1.0
     for key in ("gap", "low", "high"):
         out[key] = clean_zero(out[key], scale)
     return out
@@ -118,54 +132,83 @@ def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
     return sorted(per_seed[per_seed == cells].index)
 
 
+def contrasts(factors: Sequence[str]) -> tuple[list[tuple[bool, ...]], dict]:
+    """The 2^k cells of the design and each term's +-1 contrast over them.
+
+    A term's contrast is the product of its switches' +-1 codes; its effect in
+    one seed is ``contrast @ y / 2^(k-1)``: the mean of the metric where the
+    contrast is +1 minus the mean where it is -1 (for a main effect, the change
+    when the switch goes off -> on, averaged over the other switches).
+    """
+    from itertools import product
+
+    cells = list(product((False, True), repeat=len(factors)))
+    codes = np.array([[1.0 if on else -1.0 for on in cell] for cell in cells])
+    index = {f: i for i, f in enumerate(factors)}
+    return cells, {term: np.prod(codes[:, [index[f] for f in term]], axis=1)
+                   for term in effect_terms(factors)}
+
+
+def seed_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str) -> pd.DataFrame:
+    """Every term's effect within each complete seed: one row per seed, one column per term.
+
+    The seed's runs of each cell are averaged (a cell run twice counts once), so
+    each seed contributes one value per effect, whatever the number of runs.
+    """
+    cells, terms = contrasts(factors)
+    seeds = complete_seeds(runs, factors)
+    runs = runs[runs["seed"].isin(seeds)]
+    cell_of = {cell: i for i, cell in enumerate(cells)}
+    cell = [cell_of[tuple(bool(v) for v in row)] for row in runs[list(factors)].to_numpy()]
+    means = (pd.DataFrame({"seed": runs["seed"].to_numpy(), "cell": cell,
+                           "y": runs[metric].to_numpy(dtype=float)})
+             .groupby(["seed", "cell"])["y"].mean().unstack("cell"))
+    rows = {}
+    for seed in seeds:
+        y = means.loc[seed, list(range(len(cells)))].to_numpy(dtype=float)
+        rows[seed] = {" x ".join(t): float(c @ y) / 2 ** (len(factors) - 1)
+                      for t, c in terms.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def factorial_effects(runs: pd.DataFrame, factors: Sequence[str],
                       metric: str) -> pd.DataFrame | None:
     """Effects of the switches on ``metric`` from a full factorial, with 95 % CIs.
 
-    Ordinary least squares on +-1 coded switches with every interaction, and
-    the seed as a block (a fixed effect) when several seeds are present. The
-    effect of a term is twice its coefficient: the change in the metric when
-    the switch goes from off to on, averaged over the other switches. With no
-    residual degrees of freedom (one seed per cell) the effects are exact and
-    the intervals are left empty.
+    The seed is the experimental unit. Each effect (main or interaction) is
+    computed within each seed from that seed's complete 2^k cells
+    (:func:`seed_effects`), and its interval is the Student t-interval over the
+    seeds, n - 1 degrees of freedom (:func:`seed_interval`), as for the paired
+    gaps. This is the randomised-block analysis with each effect tested against
+    its own seed-by-effect variation, as a mixed model with a random seed-by-term
+    term would test it: variants of one seed share the initialisation, the data
+    order and every augmentation draw, so they are not independent replicates,
+    and a residual pooled over them counts near-copies of a run as evidence (an
+    inert switch, run on and off, would halve every interval's variance for
+    nothing). Here it changes nothing: each seed's effect of the other switches
+    is the same with or without the inert switch's copies.
 
-    Only the seeds that hold the full factorial are fitted (see
-    :func:`complete_seeds`); when no seed does, or the design matrix is still
-    rank-deficient, the effects are not estimable and None is returned:
-    effects are estimable or absent, never numbers statsmodels made up.
-    The column ``seeds`` counts the seeds fitted.
+    The point estimates equal the OLS coefficients (x 2) of ``y ~ switches + seed``
+    on a balanced design. One seed gives effects with no interval. ``p_holm``
+    adjusts the p-values across the block's terms (one family per metric);
+    ``sd`` is the spread of the per-seed effects (the power line plans with it).
+    Only the seeds that hold the full factorial count (see
+    :func:`complete_seeds`); when none does, the effects are not estimable and
+    None is returned. The column ``seeds`` counts the seeds used.
     """
-    import statsmodels.formula.api as smf
-
     runs = runs[np.isfinite(runs[metric].to_numpy(dtype=float))]  # a run without it
-    seeds = complete_seeds(runs, factors)
-    if not seeds:
+    if not complete_seeds(runs, factors):
         return None
-    runs = runs[runs["seed"].isin(seeds)]
-    data = pd.DataFrame({f: np.where(runs[f].astype(bool), 1.0, -1.0) for f in factors})
-    data["y"] = runs[metric].to_numpy(dtype=float)
-    data["seed"] = runs["seed"].astype(str).to_numpy()
-    formula = "y ~ " + " * ".join(factors)
-    if data["seed"].nunique() > 1:
-        formula += " + C(seed, Sum)"
-    model = smf.ols(formula, data=data)
-    if np.linalg.matrix_rank(model.exog) < model.exog.shape[1]:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # zero residual df warns; handled below
-        fit = model.fit()
-        intervals = fit.conf_int(alpha=1 - CONFIDENCE) if fit.df_resid > 0 else None
-    scale = float(np.nanmax(np.abs(data["y"]))) if len(data) else 1.0
+    per_seed = seed_effects(runs, factors, metric)
+    scale = float(np.nanmax(np.abs(runs[metric].to_numpy(dtype=float))))
     rows = []
     for term in effect_terms(factors):
-        name = ":".join(term)
-        coef = fit.params[name]
-        low = high = np.nan
-        if intervals is not None:
-            low, high = (clean_zero(2 * intervals.loc[name, i], scale) for i in (0, 1))
-        rows.append({"term": " x ".join(term), "order": len(term),
-                     "effect": clean_zero(2 * coef, scale),
-                     "low": low, "high": high,
-                     "p_value": fit.pvalues[name] if intervals is not None else np.nan,
-                     "seeds": len(seeds)})
-    return pd.DataFrame(rows)
+        name = " x ".join(term)
+        est = seed_interval(per_seed[name].to_numpy())
+        rows.append({"term": name, "order": len(term),
+                     **{k: clean_zero(est[k], scale) for k in ("gap", "low", "high")},
+                     "p_value": est["p"], "sd": est["sd"], "no_spread": est["no_spread"],
+                     "seeds": len(per_seed)})
+    out = pd.DataFrame(rows).rename(columns={"gap": "effect"})
+    out["p_holm"] = holm(out["p_value"])
+    return out

@@ -221,7 +221,7 @@ def factorial(runs: pd.DataFrame) -> pd.DataFrame:
         per_metric = {k: v.set_index("term") for k, v in per_metric.items()}
         table = per_metric["top1"][["order"]].copy()
         for name, effects in per_metric.items():
-            for col in ("effect", "low", "high", "p_value"):
+            for col in ("effect", "low", "high", "p_value", "p_holm", "sd", "no_spread"):
                 table[f"{name}_{col}"] = effects[col]
         table = table.reset_index()
         labels = factor_labels(factors)
