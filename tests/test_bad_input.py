@@ -153,9 +153,9 @@ def test_jobs_that_would_share_a_folder_are_refused_naming_what_they_differ_in(t
     from ablation.sweep.preflight import apart
 
     result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
-                            "model.attention_kernel=explicit,fused")
+                            "trainer.pad_batches=true,false")
     assert_refused(result, "two jobs of this sweep would share the folder", tmp_path)
-    assert ("they differ only in model.attention_kernel, which names no folder (not a "
+    assert ("they differ only in trainer.pad_batches, which names no folder (not a "
             "setting); run each under its own name=") in result.stderr
     assert apart({"a": 1, "b": {"c": 2}}, {"a": 2, "b": {"c": 3}}) == (
         ": they differ only in a, b.c, which name no folder (not settings); run each under "

@@ -11,10 +11,6 @@ PRECISIONS = ("float32", "mixed_bfloat16")
 AUGMENTATION_IMPLEMENTATIONS = ("fused", "keras_layers", "official")
 # model.init (see ablation.model.init): Keras' defaults, the official code's, the keras.io example's.
 INITIALISATIONS = ("keras", "official", "keras_io")
-# model.attention_kernel (see ablation.model.fused_attention): auto picks per backend and
-# device; explicit spells softmax(q.k) v out in keras.ops; fused calls
-# keras.ops.dot_product_attention; pallas is a JAX kernel with attention dropout.
-ATTENTION_KERNELS = ("auto", "explicit", "fused", "pallas")
 # trainer.protocol: holdout (validation split, final-epoch test) or official (test every epoch).
 PROTOCOLS = ("holdout", "official")
 # augmentation.normalization (see ablation.augment.normalization): the training split's

@@ -22,9 +22,9 @@ from pydantic.fields import FieldInfo
 
 from ablation.config.refusals import ConfigError
 from ablation.config.switches import SWITCHES
-from ablation.config.choices import (ATTENTION_KERNELS, AUGMENTATION_IMPLEMENTATIONS,
-                                     EPSILON_FORMS, INITIALISATIONS, NORMALIZATIONS, PRECISIONS,
-                                     PROTOCOLS, WANDB_MODES)
+from ablation.config.choices import (AUGMENTATION_IMPLEMENTATIONS, EPSILON_FORMS,
+                                     INITIALISATIONS, NORMALIZATIONS, PRECISIONS, PROTOCOLS,
+                                     WANDB_MODES)
 
 
 def _number(predicate: str, **bounds):
@@ -116,7 +116,6 @@ class Model(BaseModel):
     drop_path: Rate = 0.0
     init: _one_of(INITIALISATIONS) = "keras"
     layer_norm_epsilon: PositiveNumber = 1e-6
-    attention_kernel: _one_of(ATTENTION_KERNELS) = "auto"
 
 
 class Statistics(BaseModel):

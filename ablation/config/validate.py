@@ -9,13 +9,6 @@ from ablation.config.refusals import ConfigError
 from ablation.config.switches import as_bool
 
 
-def fits_gpu(size: int) -> bool:
-    """Whether a head width or block size suits the Pallas attention kernel on a
-    GPU (:mod:`ablation.model.pallas_attention`): Triton's tiles are powers of 2,
-    and its matrix products at least 16 deep."""
-    return size >= 16 and not size & (size - 1)
-
-
 # W&B's own limits, which wandb.init (or, offline, wandb sync) enforces only
 # when the run starts or is uploaded: a tag of 1 to 64 characters, a project
 # name of at most 128 characters without these, an entity without them, and a
@@ -104,16 +97,6 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.num_heads={model['num_heads']} does not divide model.dim={model['dim']} "
             f"(needed when model.key_dim is null); set model.key_dim or change num_heads")
-    if model.get("attention_kernel") == "fused" and model.get("attention_dropout"):
-        raise ConfigError(
-            f"model.attention_kernel=fused needs model.attention_dropout=0, got "
-            f"{model['attention_dropout']} (keras.ops.dot_product_attention has no dropout); "
-            f"use model.attention_kernel=auto or explicit")
-    key_dim = model.get("key_dim") or model["dim"] // model["num_heads"]
-    if model.get("attention_kernel") == "pallas" and not fits_gpu(key_dim):
-        raise ConfigError(f"model.attention_kernel=pallas needs a head width that is a power "
-                          f"of 2, at least 16, got {key_dim} (model.key_dim, or model.dim / "
-                          f"model.num_heads); use model.attention_kernel=auto")
     if model["image_size"] % model["patch_size"]:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "

@@ -4,15 +4,15 @@ Two of the three ablation switches live here, in one layer:
 ``lsa`` (``mask_diagonal=True``) and ``learnable_temperature``
 (``learnable_temperature=True``) of :class:`MultiHeadSelfAttention`.
 
-Training takes a faster route that computes the same function (tests tie it
-to the explicit one, on TensorFlow and JAX; docs/performance.md has the
-measurements): the key and output projections are folded into weight
-products when a head is as wide as a token
-(:mod:`ablation.model.folded_attention`). Where attention dropout is 0 it can
-instead go through ``keras.ops.dot_product_attention``, a fused kernel on a GPU
-(:mod:`ablation.model.fused_attention`; ``attention_kernel``). Only public ``keras.ops`` are
-used, and nothing touches private ``MultiHeadAttention`` methods (whose
-signatures change between Keras versions).
+Two routes compute the same function: the explicit one, spelled out for tests
+and the locality diagnostics, and the fast one training takes (tests tie it to
+the explicit one, outputs and gradients, on TensorFlow and JAX;
+docs/performance.md has the measurements): the key and output projections
+folded into weight products when a head is as wide as a token
+(:mod:`ablation.model.folded_attention`), else the scale folded into the
+queries and the LSA mask a constant bias. Only public ``keras.ops`` are used,
+and nothing touches private ``MultiHeadAttention`` methods (whose signatures
+change between Keras versions).
 """
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ import numpy as np
 from keras import layers, ops
 
 from ablation.model.folded_attention import folded_attention
-from ablation.model.fused_attention import (ATTENTION_KERNELS, fused_attention, fused_pays_off,
-                                            pallas_attention)
 from ablation.model.regularization import FastDropout
 
 
@@ -65,13 +63,11 @@ class MultiHeadSelfAttention(layers.Layer):
     :meth:`effective_temperature` gives T in both forms (1/s for ``multiply``),
     so records and plots compare across forms.
 
-    Four routes compute the same function: :meth:`attention_weights` and
+    Two routes compute the same function: :meth:`attention_weights` and
     :meth:`mix` spell it out (tests and locality diagnostics use them);
-    training calls :meth:`folded_call` when ``key_dim >= dim`` and otherwise
-    the plain route with the scale folded into the queries and a constant
-    mask bias (:meth:`fast_attention_logits`), or, by ``attention_kernel``,
-    ``keras.ops.dot_product_attention`` or a JAX Pallas kernel (:meth:`route`
-    says which).
+    :meth:`call`, what training runs, takes :meth:`folded_call` when
+    ``key_dim >= dim`` and otherwise the scale folded into the queries and a
+    constant mask bias (:meth:`fast_attention_logits`).
 
     With ``qkv_bias=True`` the q, k, v and output projections all have biases,
     as ``keras.layers.MultiHeadAttention`` (the keras.io example), so parameter
@@ -87,11 +83,6 @@ class MultiHeadSelfAttention(layers.Layer):
         temperature_per_head: one temperature per head rather than per layer.
         temperature_form: ``"divide"`` or ``"multiply"`` (see above).
         qkv_bias: give the query, key and value projections a bias.
-        attention_kernel: ``"explicit"`` (the routes spelled out in keras.ops),
-            ``"fused"`` (``keras.ops.dot_product_attention``; needs ``dropout=0``),
-            ``"pallas"`` (one JAX Pallas kernel, dropout included; explicit on
-            the other backends) or ``"auto"`` (fused only where it can pay off:
-            :func:`ablation.model.fused_attention.fused_pays_off`).
     """
 
     TEMPERATURE_FORMS = ("divide", "multiply")
@@ -106,19 +97,15 @@ class MultiHeadSelfAttention(layers.Layer):
         temperature_per_head: bool = False,
         temperature_form: str = "divide",
         qkv_bias: bool = True,
-        attention_kernel: str = "auto",
         **kwargs,
     ):
+        # Models saved while the route was a choice carry ``attention_kernel``;
+        # every choice computed this same function.
+        kwargs.pop("attention_kernel", None)
         super().__init__(**kwargs)
         if temperature_form not in self.TEMPERATURE_FORMS:
             raise ValueError(f"temperature_form must be one of {self.TEMPERATURE_FORMS}, "
                              f"got {temperature_form!r}")
-        if attention_kernel not in ATTENTION_KERNELS:
-            raise ValueError(f"attention_kernel must be one of {ATTENTION_KERNELS}, "
-                             f"got {attention_kernel!r}")
-        if attention_kernel == "fused" and dropout > 0:
-            raise ValueError(f"attention_kernel='fused' needs dropout=0, got {dropout} "
-                             f"(keras.ops.dot_product_attention has no dropout)")
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.dropout = float(dropout)
@@ -127,7 +114,6 @@ class MultiHeadSelfAttention(layers.Layer):
         self.temperature_per_head = bool(temperature_per_head)
         self.temperature_form = str(temperature_form)
         self.qkv_bias = bool(qkv_bias)
-        self.attention_kernel = str(attention_kernel)
         inner = self.num_heads * self.key_dim
         self.query = layers.Dense(inner, use_bias=self.qkv_bias, name="query")
         self.key = layers.Dense(inner, use_bias=self.qkv_bias, name="key")
@@ -259,23 +245,8 @@ class MultiHeadSelfAttention(layers.Layer):
         weight products (:func:`ablation.model.folded_attention.folded_attention`)."""
         return folded_attention(self, tokens, training=training)
 
-    def route(self, n: int, dim: int) -> str:
-        """The route :meth:`call` takes for ``n`` tokens of width ``dim``:
-        ``"pallas"``, ``"fused"``, ``"folded"`` or ``"plain"``."""
-        if self.attention_kernel == "pallas" and keras.backend.backend() == "jax":
-            return "pallas"
-        if self.attention_kernel == "fused" or (
-                self.attention_kernel == "auto" and fused_pays_off(self, n)):
-            return "fused"
-        return "folded" if self.folds_projections(dim) else "plain"
-
     def call(self, tokens, training=None):
-        route = self.route(tokens.shape[1], tokens.shape[-1])
-        if route == "pallas":
-            return pallas_attention(self, tokens, training=training)
-        if route == "fused":
-            return fused_attention(self, tokens)
-        if route == "folded":
+        if self.folds_projections(tokens.shape[-1]):
             return self.folded_call(tokens, training=training)
         weights = ops.softmax(self.fast_attention_logits(tokens), axis=-1)
         weights = self.attention_dropout(weights, training=training)
@@ -295,5 +266,4 @@ class MultiHeadSelfAttention(layers.Layer):
             "temperature_per_head": self.temperature_per_head,
             "temperature_form": self.temperature_form,
             "qkv_bias": self.qkv_bias,
-            "attention_kernel": self.attention_kernel,
         }

@@ -55,7 +55,6 @@ def build_vit(
     temperature_per_head: bool = False,
     temperature_form: str = "divide",
     qkv_bias: bool = True,
-    attention_kernel: str = "auto",
     drop_path: float = 0.0,
     init: str = "keras",
     layer_norm_epsilon: float = LAYER_NORM_EPSILON,
@@ -72,8 +71,6 @@ def build_vit(
     state (the paper's ViT); ``"mean"`` averages the tokens. ``init`` draws the
     initial weights as the code the model reproduces does
     (:mod:`ablation.model.init`); ``layer_norm_epsilon`` is every LayerNorm's.
-    ``attention_kernel`` picks the attention's route
-    (:class:`ablation.model.attention.MultiHeadSelfAttention`).
     ``normalization``: the input normalisation's statistics, or the training
     images to compute them from (:mod:`ablation.augment.normalization`).
     """
@@ -98,7 +95,6 @@ def build_vit(
         temperature_per_head=temperature_per_head,
         temperature_form=temperature_form,
         qkv_bias=qkv_bias,
-        attention_kernel=attention_kernel,
     )
     mlp = dict(hidden_units=list(mlp_hidden_units), output_units=mlp_output_units,
                dropout=dropout)

@@ -21,8 +21,7 @@ The command line (:func:`check_command_line`), in the command's process:
 
 Every job of the sweep (:func:`check_jobs`, called by
 :class:`ablation.sweep.callbacks.SweepStart` with each job's composed config):
-its values, the attention kernel its backend can run
-(:func:`check_attention_kernel`), its folder name, its data source, the
+its values, its folder name, its data source, the
 paths it will write (:func:`check_paths`), no two jobs in one folder, and
 an earlier run in its folder of the same config and data.
 
@@ -41,7 +40,7 @@ from ablation.config.compose import check_composes, check_group_options
 from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
 
-__all__ = ["check_attention_kernel", "check_backend", "check_command_line", "check_commands",
+__all__ = ["check_backend", "check_command_line", "check_commands",
            "check_jobs", "check_paths"]
 
 
@@ -145,21 +144,6 @@ def check_backend() -> None:
         raise ConfigError(f"{where}, but {name} is not installed{hint}")
 
 
-def check_attention_kernel(job: dict) -> None:
-    """Refuse ``model.attention_kernel=pallas`` on a backend other than JAX, in
-    one line: the layer would quietly keep its explicit route there (which is
-    what lets a model trained with the kernel load anywhere)."""
-    if (job.get("model") or {}).get("attention_kernel") != "pallas":
-        return
-    from ablation.config.backend import current_backend
-
-    name = current_backend()
-    if name != "jax":
-        raise ConfigError(f"model.attention_kernel=pallas needs the JAX backend "
-                          f"(KERAS_BACKEND=jax, pip install -e \".[jax]\"), got {name}; "
-                          f"use model.attention_kernel=auto")
-
-
 def job_folder_name(job: dict, folder: Path) -> str:
     """What the job adds below ``results_dir/sweep_id`` (normally one component;
     a separator inside a value shows up here as several)."""
@@ -178,7 +162,6 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
 
     for job, folder in jobs:
         validate(job)
-        check_attention_kernel(job)
         check_folder_names(job, job_folder_name(job, folder))
         check_source(job["dataset"])
         check_paths(job, folder)

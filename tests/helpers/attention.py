@@ -1,5 +1,5 @@
-"""A random attention layer and its gradients, for the tests that compare two
-routes through it (the fused and the Pallas kernels against the explicit one)."""
+"""A random attention layer and its gradients, for the tests that compare the
+layer's two routes (the fast one training takes against the explicit one)."""
 import keras
 import numpy as np
 
@@ -8,20 +8,21 @@ from ablation.model.attention import MultiHeadSelfAttention
 HEADS, KEY_DIM, DIM, TOKENS = 2, 4, 6, 9
 
 
-def random_layer(mask, learnable, per_head, form, bias, kernel="fused", seed=11):
-    """A built layer with every weight random (the temperature positive, off its start)."""
+def random_layer(mask, learnable, per_head, form, bias, dim=DIM, seed=11):
+    """A built layer with every weight random (the temperature positive, off its start),
+    for tokens of width ``dim`` (``KEY_DIM``: the folded route; ``DIM``: the plain one)."""
     rng = np.random.default_rng(seed)
-    tokens = rng.normal(size=(3, TOKENS, DIM)).astype("float32")
+    tokens = rng.normal(size=(3, TOKENS, dim)).astype("float32")
     layer = MultiHeadSelfAttention(HEADS, KEY_DIM, mask_diagonal=mask,
                                    learnable_temperature=learnable, temperature_per_head=per_head,
-                                   temperature_form=form, qkv_bias=bias, attention_kernel=kernel)
+                                   temperature_form=form, qkv_bias=bias)
     layer(tokens)
     for weight in layer.trainable_weights:
         value = rng.normal(0.0, 0.5, weight.shape)
         if "temperature" in weight.path:
             value = keras.ops.convert_to_numpy(weight) * rng.uniform(0.5, 2.0, weight.shape)
         weight.assign(value.astype("float32"))
-    return layer, tokens, rng.normal(size=(3, TOKENS, DIM)).astype("float32")
+    return layer, tokens, rng.normal(size=(3, TOKENS, dim)).astype("float32")
 
 
 def gradients(layer, route, tokens, probe):
