@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from ablation.bench.__main__ import main as bench_main
-from ablation.bench.sweep import bench_sweep
+from benchmarks.__main__ import main as bench_main
+from benchmarks.sweep import bench_sweep
 from ablation.runs.record import find_records, read_record
 
 
@@ -53,7 +53,7 @@ def test_bench_train_concurrent_refuses_a_baseline(monkeypatch):
 
 @pytest.mark.slow
 def test_bench_phases_splits_a_sweep_into_parts_that_add_up(smoke_sweep):
-    from ablation.bench.phases import JOB_PHASES, job_phases, split
+    from benchmarks.phases import JOB_PHASES, job_phases, split
 
     records = [read_record(p) for p in find_records(smoke_sweep.root)]
     starts = [r["timings"]["job_started_unix"] for r in records]

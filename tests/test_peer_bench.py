@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ablation.bench import peer
-from ablation.bench.__main__ import parser
+from benchmarks import peer
+from benchmarks.__main__ import parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def test_arguments_are_checked_in_one_line(official, tmp_path):
 
 
 def test_bad_arguments_exit_2_before_any_process(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "ablation.bench", "peer", "--official",
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "peer", "--official",
                            str(tmp_path), "--peer-python", sys.executable],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ablation"
 # The flow of a run, lowest first: a subpackage imports only those before it.
 # Below them all, the one door to the file system (ablation/files.py).
 LAYERS = ["files", "config", "runtime", "runs", "augment", "model", "data", "train", "job",
-          "report", "sweep", "bench"]
+          "report", "sweep"]
 # A soft prompt, not a rule: a module past it says in its docstring why it is one module.
 MAX_LINES = 400
 

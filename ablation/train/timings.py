@@ -1,6 +1,6 @@
 """Where a job's seconds went: the record's ``timings``.
 
-The benchmark of a whole sweep (``python -m ablation.bench phases``) splits
+The benchmark of a whole sweep (``python -m benchmarks phases``) splits
 its wall time with these: building, the first epoch's excess over a steady
 one (tracing and compiling), training, per-epoch evaluation, the locality
 diagnostics, the final test and saving the model. The job adds its data

@@ -1,7 +1,7 @@
 """The input pipeline's images/s (Mixup/CutMix on every batch) against model=paper's
 training images/s on this machine.
 
-    python -m ablation.bench pipeline --batch-size 128 --batches 60 --model-steps 4
+    python -m benchmarks pipeline --batch-size 128 --batches 60 --model-steps 4
 """
 from __future__ import annotations
 

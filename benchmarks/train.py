@@ -1,4 +1,4 @@
-"""Training throughput: ``python -m ablation.bench train`` and ``augment``.
+"""Training throughput: ``python -m benchmarks train`` and ``augment``.
 
 The model a run config describes (the same Hydra overrides as
 ``run_sweep.py``) trains on random data of the dataset's shape (no download:
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation.bench.common import alternate, compose_config, run_worker, worker_result
 from ablation.config.switches import switches
 from ablation.runtime.accelerator import device_platform
+from benchmarks.common import alternate, compose_config, run_worker, worker_env, worker_result
 
 # Shapes of the datasets, so the benchmark needs no download: (H, W, C), classes.
 DATASET_SHAPES = {
@@ -102,7 +102,7 @@ def measure(which: str, overrides: list[str], steps: int, warmup: int,
 
 
 def _worker_command(which: str, args) -> list[str]:
-    cmd = [sys.executable, "-m", "ablation.bench", "train", "--worker", which,
+    cmd = [sys.executable, "-m", "benchmarks", "train", "--worker", which,
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
     if args.baseline:
         cmd += ["--baseline", args.baseline]
@@ -117,8 +117,8 @@ def _run_concurrently(args) -> dict:
     """``args.concurrent`` project processes at once (jobs sharing one device):
     each one's images/s, their sum, and how long all their timed windows overlapped."""
     # memory taken as needed, as gpu.share_memory does (JAX; TensorFlow)
-    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-           "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    env = worker_env({**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                      "TF_FORCE_GPU_ALLOW_GROWTH": "true"})
     # output to files, not pipes: a worker blocked on a full pipe would stall its timing
     files = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
              for _ in range(args.concurrent)]
@@ -242,3 +242,29 @@ def bench_concurrent(args) -> None:
           f"{out['window_s']:.1f} s; first start to last end: {out['union_images_per_s']:.1f} "
           f"images/s): give --steps enough to dwarf the start-up differences.")
     print(json.dumps(out))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per process")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing)")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes of each")
+    parser.add_argument("--baseline", help="module with build(vanilla=...) and "
+                        "compile_like_example(model), e.g. the keras.io reference")
+    parser.add_argument("--concurrent", type=int, default=1, metavar="N",
+                        help="N processes training at once (jobs sharing one GPU), "
+                        "against one alone")
+    parser.add_argument("--worker", choices=["project", "baseline"], help=argparse.SUPPRESS)
+
+
+def run(args) -> None:
+    if args.worker:  # one fresh process of a round, started by bench_train
+        print(json.dumps(measure(args.worker, args.overrides, args.steps, args.warmup,
+                                 args.baseline)))
+        return
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 1 or args.concurrent < 1:
+        raise SystemExit("bench train: --rounds, --steps, --warmup and --concurrent "
+                         "must be >= 1")
+    if args.concurrent > 1 and args.baseline:
+        raise SystemExit("bench train: --concurrent runs the project alone; drop --baseline")
+    bench_train(args)

@@ -1,7 +1,7 @@
 """The official code's training step, timed: run by the peer python (with torch
 and einops), never imported by the product. It imports neither ablation nor keras.
 
-    /path/to/python ablation/bench/peer_worker.py --official /path/to/SPT_LSA_ViT \
+    /path/to/python benchmarks/peer_worker.py --official /path/to/SPT_LSA_ViT \
         [--device cuda] [--batch 128] [--steps 50] [--warmup 5] [--compile] [--bf16]
 
 Builds the official ViT as its ``create_model`` does for a 32 px dataset (SPT and

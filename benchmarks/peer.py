@@ -1,9 +1,9 @@
 """The official PyTorch code's training step against ``model=paper``:
-``python -m ablation.bench peer``.
+``python -m benchmarks peer``.
 
 Alternates, one fresh process each, (a) the official ViT's training step (SPT and
 LSA on, its AdamW and label-smoothed loss, random CIFAR-100-shaped batches), run
-by another python that has torch and einops (:mod:`ablation.bench.peer_worker`,
+by another python that has torch and einops (:mod:`benchmarks.peer_worker`,
 which imports neither ablation nor keras), and (b) this project's ``model=paper``
 with the same batch through the ``bench train`` worker. Prints images/s for each,
 the ratio of the medians (project over official), then one JSON line.
@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ablation.bench.common import alternate, run_worker
+from benchmarks.common import alternate, run_worker
 from ablation.config import SWITCHES
 
 WORKER = Path(__file__).with_name("peer_worker.py")
@@ -79,7 +79,7 @@ def official_command(args) -> list[str]:
 
 
 def project_command(args) -> list[str]:
-    return [sys.executable, "-m", "ablation.bench", "train", "--worker", "project",
+    return [sys.executable, "-m", "benchmarks", "train", "--worker", "project",
             "--steps", str(args.steps), "--warmup", str(args.warmup), *project_overrides(args)]
 
 

@@ -3,7 +3,7 @@ histories with per-layer temperatures), against a baseline in the same run:
 reading and parsing the same files with ``json`` alone, the floor any
 reporter pays. Prints seconds per stage and the ratio to the baseline.
 
-    python -m ablation.bench report --records 10000
+    python -m benchmarks report --records 10000
 """
 from __future__ import annotations
 
@@ -90,3 +90,12 @@ def bench_report(count: int, plots: bool) -> None:
         print(f"read and tabulate: {sum(stages.values()):.2f} s ({cpu_stages:.2f} CPU s), "
               f"{sum(stages.values()) / baseline:.1f}x the json-only baseline; "
               f"target < 10 s on the 2-core machine")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--plots", action="store_true", help="include the PNG figures")
+
+
+def run(args) -> None:
+    bench_report(args.records, args.plots)

@@ -4,13 +4,25 @@ worker process's result."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from ablation.config.compose import compose_config
 
-__all__ = ["alternate", "compose_config", "run_worker", "worker_result"]
+__all__ = ["ROOT", "alternate", "compose_config", "run_worker", "worker_env", "worker_result"]
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: benchmarks/ sits beside ablation/
+
+
+def worker_env(env: dict | None = None) -> dict:
+    """The environment for a worker process (``python -m benchmarks ...``): the
+    checkout first on its import path, whatever folder the command ran from."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def alternate(sides: list[str], rounds: int, run, line):
@@ -40,5 +52,5 @@ def worker_result(tool: str, which: str, returncode: int, stdout: str, stderr: s
 
 def run_worker(tool: str, which: str, cmd: list[str]) -> dict:
     """Run a benchmark worker process to its end; :func:`worker_result`."""
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=worker_env())
     return worker_result(tool, which, done.returncode, done.stdout, done.stderr)

@@ -1,7 +1,7 @@
 """A whole sweep, command to written report, split into where its time went (prints).
 
-    python -m ablation.bench phases                       # the card's sweep, GPU-sized
-    python -m ablation.bench phases experiment=smoke --cache cold --jobs-at-once 1
+    python -m benchmarks phases                       # the card's sweep, GPU-sized
+    python -m benchmarks phases experiment=smoke --cache cold --jobs-at-once 1
 
 Runs ``python run_sweep.py -m`` in a fresh process into a fresh results
 folder and times it from the command to its exit (the report is written
@@ -73,7 +73,7 @@ def split(start_unix: float, end_unix: float, records: list[dict]) -> dict:
 
 def run_sweep(overrides: list[str], cache: Path, jobs_at_once: int) -> dict:
     """One timed sweep into a fresh results folder, with ``cache`` as its compile cache."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "run_sweep.py", "-m", *overrides, f"results_dir={tmp}",
                    f"gpu.compilation_cache={cache}", f"gpu.jobs_at_once={jobs_at_once}"]
@@ -119,3 +119,13 @@ def add_arguments(parser) -> None:
                         help="the JAX compilation cache each timed sweep starts with")
     parser.add_argument("--jobs-at-once", default="1,4",
                         help="comma-separated gpu.jobs_at_once values to time (default 1,4)")
+
+
+def run(args) -> None:
+    try:
+        counts = [int(n) for n in args.jobs_at_once.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise SystemExit("bench phases: --jobs-at-once must be positive integers, e.g. 1,4")
+    bench_phases(args.overrides or DEFAULT_PHASES_SWEEP, args.cache, counts)

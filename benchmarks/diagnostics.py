@@ -1,6 +1,6 @@
 """What the per-epoch locality diagnostics cost, relative to a training epoch (prints).
 
-    python -m ablation.bench diagnostics --model keras_io --dataset-shape 32,32,3 \\
+    python -m benchmarks diagnostics --model keras_io --dataset-shape 32,32,3 \\
         --classes 100 --train-images 45000 --steps 5
 
 Builds the configured model, times ``--steps`` training steps after a warm-up
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ablation.bench.common import compose_config
+from benchmarks.common import compose_config
 
 
 def projected(args) -> None:

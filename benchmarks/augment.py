@@ -3,8 +3,8 @@ against the keras.io example's chained layers; or, for
 ``augmentation.implementation=official``, the input pipeline's per-image recipe
 and mixing on one core against the model's training rate.
 
-    python -m ablation.bench augment model=keras_io --batch 256 --steps 5
-    python -m ablation.bench augment experiment=paper_cifar100 spt=true lsa=true \
+    python -m benchmarks augment model=keras_io --batch 256 --steps 5
+    python -m benchmarks augment experiment=paper_cifar100 spt=true lsa=true \
         --batch 128 --steps 20
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from ablation.bench.common import compose_config
-from ablation.bench.train import dataset_shape
+from benchmarks.common import compose_config
+from benchmarks.train import dataset_shape
 
 
 def bench_augment(overrides: list[str], batch: int, steps: int) -> None:
@@ -98,3 +98,13 @@ def bench_official(config, batch: int, steps: int) -> None:
     print(f"{keras.backend.backend()} model {config['model']['name']} training: "
           f"{rate:9.1f} images/s; the pipeline needs {rate / per_core:.2f} cores to feed it; "
           f"per 1,000 images/s of an accelerator: {1000 / per_core:.2f} cores", flush=True)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=5)
+
+
+def run(args) -> None:
+    bench_augment(args.overrides, args.batch, args.steps)

@@ -1,7 +1,7 @@
 """The sweep as a whole: a multirun's overhead and N jobs in one process (prints).
 
-    python -m ablation.bench sweep --against /tmp/old-checkout
-    python -m ablation.bench jobs experiment=smoke wandb.mode=disabled --jobs 8
+    python -m benchmarks sweep --against /tmp/old-checkout
+    python -m benchmarks jobs experiment=smoke wandb.mode=disabled --jobs 8
 
 ``sweep``: a whole multirun (``run_sweep.py -m``, the 4-job smoke sweep by
 default) in a fresh process; its overhead is the wall time minus the jobs'
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ablation.bench.common import alternate, compose_config
+from benchmarks.common import alternate, compose_config
 from ablation.config.switches import card_sweep
 from ablation.files import read_text
 from ablation.runs.record import find_records, read_record
@@ -154,7 +154,7 @@ def _time_sweep(root: Path, overrides: list[str]) -> dict:
 
 
 def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
-    here = Path(__file__).resolve().parents[2]  # the checkout holding run_sweep.py
+    here = Path(__file__).resolve().parents[1]  # the checkout holding run_sweep.py
     sides = {"project": here}
     if against:
         if not (Path(against) / "run_sweep.py").is_file():
@@ -174,3 +174,27 @@ def bench_sweep(overrides: list[str], rounds: int, against: str | None) -> None:
         out["overhead_ratio"] = out["overhead_s"] / out["baseline_overhead_s"]
         out["overhead_fit_ratio"] = out["overhead_fit_s"] / out["baseline_overhead_fit_s"]
     print(json.dumps(out))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("overrides", nargs="*", help="run_sweep.py overrides (default: the "
+                        "4-job smoke sweep: " + " ".join(DEFAULT_SWEEP) + ")")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--against", help="the root of another checkout, run alternately")
+
+
+def run(args) -> None:
+    if args.rounds < 1:
+        raise SystemExit("bench sweep: --rounds must be >= 1")
+    bench_sweep(args.overrides or DEFAULT_SWEEP, args.rounds, args.against)
+
+
+def add_job_arguments(parser) -> None:
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for run_sweep.py")
+    parser.add_argument("--jobs", type=int, default=8)
+
+
+def run_jobs(args) -> None:
+    if args.jobs < 1:
+        raise SystemExit("bench jobs: --jobs must be >= 1")
+    bench_jobs(args.overrides, args.jobs)
