@@ -3,8 +3,8 @@ and new folder goes through this module, with one policy.
 
 - **Reading**: only regular files, opened without following a link and
   without blocking (a FIFO would wait for a writer forever), with a size cap
-  (:func:`read_bytes`, :func:`read_text`, :func:`open_regular`). A link, a
-  FIFO, a socket or a device is :class:`UnsafeFile`, one line.
+  (:func:`open_file`, :func:`read_bytes`, :func:`read_text`: one read path).
+  A link, a FIFO, a socket or a device is :class:`UnsafeFile`, one line.
 - **Writing**: atomically (a unique temporary file in the same folder,
   fsync, rename), so a reader never sees half a file and no two processes
   write the same temporary file; the folder written into is opened without
@@ -23,8 +23,8 @@ and new folder goes through this module, with one policy.
 - **Listing**: entries as they are, a link never taken for what it points at
   (:func:`entries`).
 - **A dataset's files** are the one exception to "no links": the user's data
-  folder is read through its links (the last section), still only regular
-  files, never blocking, each read under a cap.
+  folder is read and listed through its links (``follow_links=True``), still
+  only regular files, never blocking, each read under a cap.
 
 It is one module, over 400 lines, because it is the one door: its
 policy is read, and kept, in one place.
@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import gzip
 import hashlib
-import io
 import os
 import secrets
 import shutil
@@ -168,49 +168,46 @@ class UnsafeFile(OSError):
     """A path the suite refuses to read or write: a link, not a regular file, too large."""
 
 
-def read_bytes(path: str | Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+def open_file(path: str | Path, limit: int, *, follow_links: bool = False) -> BinaryIO:
+    """``path`` opened for binary reading, if it is a regular file of at most
+    ``limit`` bytes (else :class:`NotAFile` / :class:`TooBig`): a file object, for
+    readers that stream (NumPy, PIL, tarfile, hashing).
 
-    Opened without following a link (``O_NOFOLLOW``) and without blocking (a
-    FIFO would otherwise wait for a writer forever); checked on the open
-    descriptor, so it cannot be swapped between the check and the read."""
-    with open_regular(path, limit) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise UnsafeFile(f"{path} grew past {limit:,} bytes while it was read")
-    return data
+    Opened without blocking (a FIFO would otherwise wait for a writer forever) and
+    checked on the open descriptor, so it cannot be swapped between the check and
+    the read. The suite's own files are opened without following a link
+    (``O_NOFOLLOW``: a link is refused); a user's data may be linked
+    (``follow_links=True``)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno == errno.ELOOP and not follow_links:
+            raise UnsafeFile(f"{shown(path)} is a symbolic link: not followed") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(f"{shown(path)} is {_what(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            raise TooBig(f"{shown(path)} is {info.st_size:,} bytes, over the "
+                         f"{limit:,}-byte cap")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-read_regular = read_bytes  # the name the record and lock readers use
+def read_bytes(path: str | Path, limit: int, *, follow_links: bool = False) -> bytes:
+    """The bytes of ``path``, opened as :func:`open_file` opens it; at most ``limit``
+    of them (a file that grows while it is read stops there)."""
+    with open_file(path, limit, follow_links=follow_links) as f:
+        return _capped(f, limit, shown(path))
 
 
 def read_text(path: str | Path, limit: int, errors: str = "strict") -> str:
     """:func:`read_bytes` decoded as UTF-8."""
     return read_bytes(path, limit).decode("utf-8", errors=errors)
-
-
-def open_regular(path: str | Path, limit: int) -> io.BufferedReader:
-    """``path`` opened for binary reading (a file object, for readers that
-    stream: NumPy, PIL, pickle) if it is a regular file of at most ``limit``
-    bytes, opened as :func:`read_bytes` opens it."""
-    path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UnsafeFile(f"{path} is a symbolic link: not followed") from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile(f"{path} is not a regular file")
-        if info.st_size > limit:
-            raise UnsafeFile(f"{path} is {info.st_size:,} bytes, more than the "
-                             f"{limit:,} a file of this kind can be")
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
 
 
 def open_lock(path: str | Path) -> int:
@@ -254,16 +251,21 @@ def is_folder(path: str | Path) -> bool:
         return False
 
 
-def entries(folder: str | Path, pattern: str = "*") -> list[Path]:
+def entries(folder: str | Path, pattern: str = "*", *, hidden: bool = True,
+            follow_links: bool = False) -> list[Path]:
     """The names directly in ``folder`` matching the one-level ``pattern``
     (sorted), links included as themselves: test them with :func:`is_regular`
-    / :func:`is_folder`, which never follow one. Nothing when ``folder`` is
-    not a folder (or is a link)."""
+    / :func:`is_folder`, which never follow one; names starting with a dot only
+    with ``hidden``. The suite's own folders are not listed through a link:
+    nothing when ``folder`` is not a folder (or is a link). A user's data folder
+    may be a link (``follow_links=True``); then a folder that cannot be listed
+    raises its ``OSError``."""
     if "/" in pattern:
         raise ValueError(f"entries() looks one level down, not {pattern!r}")
-    if not is_folder(folder):
+    if not follow_links and not is_folder(folder):
         return []
-    return sorted(Path(folder).glob(pattern))
+    names = fnmatch.filter(os.listdir(folder), pattern)
+    return sorted(Path(folder) / n for n in names if hidden or not n.startswith("."))
 
 
 def walk(root: str | Path) -> Iterator[tuple[str, list[str], list[str]]]:
@@ -482,23 +484,6 @@ def size(path: Path) -> int:
     return os.stat(path).st_size
 
 
-def open_data_file(path: Path, limit: int = MAX_FILE_BYTES) -> BinaryIO:
-    """``path`` opened for binary reading: a regular file of at most ``limit``
-    bytes, or :class:`NotAFile` / :class:`TooBig`. Never blocks on the open."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotAFile(f"{shown(path)} is {_what(info.st_mode)}, not a regular file")
-        if info.st_size > limit:
-            raise TooBig(f"{shown(path)} is {info.st_size:,} bytes, over the "
-                         f"{limit:,}-byte cap")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _capped(f: BinaryIO, limit: int, what) -> bytes:
     data = f.read(limit + 1)
     if len(data) > limit:
@@ -506,16 +491,11 @@ def _capped(f: BinaryIO, limit: int, what) -> bytes:
     return data
 
 
-def read_data_file(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of one regular file."""
-    with open_data_file(path, limit) as f:
-        return _capped(f, limit, shown(path))
-
-
 def read_gzip(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
     """The decompressed bytes of one gzip file, at most ``limit`` of them
     (a small file that unpacks to gigabytes stops there)."""
-    with open_data_file(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
+    with open_file(path, MAX_FILE_BYTES, follow_links=True) as raw, \
+            gzip.GzipFile(fileobj=raw, mode="rb") as f:
         return _capped(f, limit, f"{shown(path)} (decompressed)")
 
 
@@ -525,7 +505,8 @@ def read_tar_members(archive: Path, names: Iterable[str],
     read in one pass over it; a name it does not hold is absent from the result.
     A name held twice gives its last copy, as ``tarfile`` does."""
     wanted, found = set(names), {}
-    with open_data_file(archive) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
+    with open_file(archive, MAX_FILE_BYTES, follow_links=True) as raw, \
+            tarfile.open(fileobj=raw, mode="r|*") as tar:
         for member in tar:
             name = member.name.removeprefix("./")
             if name not in wanted:
@@ -540,7 +521,7 @@ def read_tar_members(archive: Path, names: Iterable[str],
 def file_digest(path: Path) -> str:
     """SHA-256 (hex) of one regular file, streamed."""
     h = hashlib.sha256()
-    with open_data_file(path) as f:
+    with open_file(path, MAX_FILE_BYTES, follow_links=True) as f:
         read = 0
         for chunk in iter(lambda: f.read(1 << 20), b""):
             read += len(chunk)
@@ -548,8 +529,3 @@ def file_digest(path: Path) -> str:
                 raise TooBig(f"{shown(path)} grew past {MAX_FILE_BYTES:,} bytes (the cap)")
             h.update(chunk)
     return h.hexdigest()
-
-
-def list_folder(folder: Path) -> list[Path]:
-    """A folder's entries (links not resolved), hidden names left out, sorted."""
-    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))

@@ -384,7 +384,7 @@ def test_reads_are_capped(tmp_path):
     big = tmp_path / "big"
     big.write_bytes(b"x" * 2000)
     with pytest.raises(files.TooBig):
-        files.read_data_file(big, limit=1000)
+        files.read_bytes(big, 1000, follow_links=True)
     bomb = tmp_path / "bomb.gz"
     with gzip.open(bomb, "wb") as f:
         f.write(bytes(10 << 20))  # 10 MB of zeros in a few kB
@@ -392,7 +392,7 @@ def test_reads_are_capped(tmp_path):
     with pytest.raises(files.TooBig, match="decompressed"):
         files.read_gzip(bomb, limit=1 << 20)
     with pytest.raises(files.NotAFile, match="a character device"):
-        files.open_data_file("/dev/zero")
+        files.open_file("/dev/zero", files.MAX_FILE_BYTES, follow_links=True)
 
 
 # --- the fingerprint covers what was read, by the same walk -------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ablation import files
-from ablation.files import shown
+from ablation.files import read_bytes, shown
 
 
 class DataError(RuntimeError):
@@ -106,7 +106,7 @@ def _cifar_batches(path: Path, fine: bool) -> dict[str, object]:
     if files.kind(path) == "folder":
         raw = {}
         for file, member in zip(cifar_folder_files(path, fine), members):
-            raw[member] = (files.read_data_file(file), shown(file))
+            raw[member] = (read_bytes(file, files.MAX_READ_BYTES, follow_links=True), shown(file))
     else:
         found = files.read_tar_members(path, [f"{folder}/{m}" for m in members])
         missing = [m for m in members if f"{folder}/{m}" not in found]
@@ -194,7 +194,8 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
 def _read_idx(path: Path) -> np.ndarray:
     """One IDX file (the MNIST format), gzipped or not."""
     try:
-        data = files.read_gzip(path) if path.suffix == ".gz" else files.read_data_file(path)
+        data = files.read_gzip(path) if path.suffix == ".gz" else read_bytes(
+            path, files.MAX_READ_BYTES, follow_links=True)
     except (files.NotAFile, files.TooBig) as e:  # the message names the file
         raise DataError(f"{e}; re-download it or point dataset.path at a good copy") from None
     except (OSError, EOFError, zlib.error) as e:

@@ -51,7 +51,7 @@ _LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 def _entries(folder: Path) -> list[Path]:
     try:
-        return files.list_folder(folder)
+        return files.entries(folder, hidden=False, follow_links=True)
     except OSError as e:
         raise DataError(f"{shown(folder)} cannot be listed ({one_line(e)})") from None
 
@@ -163,7 +163,7 @@ def read_image(file: Path, size: int, channels: int) -> np.ndarray:
     """One image as (size, size, channels) float32 in [0, 255]."""
     from PIL import Image
 
-    with files.open_data_file(file, MAX_IMAGE_BYTES) as f:
+    with files.open_file(file, MAX_IMAGE_BYTES, follow_links=True) as f:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             try:

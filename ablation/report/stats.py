@@ -205,10 +205,10 @@ def factorial_effects(runs: pd.DataFrame, factors: Sequence[str],
     for term in effect_terms(factors):
         name = " x ".join(term)
         est = seed_interval(per_seed[name].to_numpy())
-        rows.append({"term": name, "order": len(term),
-                     **{k: clean_zero(est[k], scale) for k in ("gap", "low", "high")},
+        rows.append({"term": name, "order": len(term), "effect": clean_zero(est["gap"], scale),
+                     "low": clean_zero(est["low"], scale), "high": clean_zero(est["high"], scale),
                      "p_value": est["p"], "sd": est["sd"], "no_spread": est["no_spread"],
                      "seeds": len(per_seed)})
-    out = pd.DataFrame(rows).rename(columns={"gap": "effect"})
+    out = pd.DataFrame(rows)
     out["p_holm"] = holm(out["p_value"])
     return out

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ablation.files import make_folder, open_lock, read_regular
+from ablation.files import make_folder, open_lock, read_bytes
 
 LOCK_FILE = ".lock"
 REPORT_LOCK_FILE = ".report.lock"  # the report step of a sweep folder (see report.write)
@@ -50,7 +50,7 @@ class JobBusy(RuntimeError):
 def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:
     """Who last took the lock of ``folder`` (``{}`` if nobody has written it yet)."""
     try:
-        return json.loads(read_regular(Path(folder) / name, 4096) or b"{}")
+        return json.loads(read_bytes(Path(folder) / name, 4096) or b"{}")
     except (OSError, ValueError):
         return {}
 

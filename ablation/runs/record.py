@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
-                            read_regular, walk)
+                            read_bytes, walk)
 from ablation.runs.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
@@ -105,12 +105,12 @@ class RecordError(ValueError):
 def read_record(path: str | Path) -> dict:
     """Read and check one record; raises :class:`RecordError` naming the problem.
 
-    Only a regular file of a sane size is read (:func:`read_regular`): a link, a
+    Only a regular file of a sane size is read (:func:`read_bytes`): a link, a
     FIFO or a huge file planted in a results folder is refused, never followed,
     waited on or loaded."""
     path = Path(path)
     try:
-        record = json.loads(read_regular(path, MAX_RECORD_BYTES))
+        record = json.loads(read_bytes(path, MAX_RECORD_BYTES))
     except RecursionError:  # nested thousands deep: a hostile file, not a record
         raise RecordError(f"{path}: not readable JSON (nested too deeply)") from None
     except UnsafeFile as e:
@@ -150,7 +150,7 @@ def read_state_file(path: str | Path) -> dict:
     """One checkpoint state file, checked for what resuming needs."""
     path = Path(path)
     try:
-        state = json.loads(read_regular(path, MAX_RECORD_BYTES))
+        state = json.loads(read_bytes(path, MAX_RECORD_BYTES))
     except (OSError, ValueError, RecursionError) as e:  # ValueError: not JSON, digits past the cap
         raise StateError(f"not readable JSON: {' '.join(str(e).split())[:160]}") from None
     if not (isinstance(state, dict) and type(state.get("epoch")) is int and state["epoch"] >= 1
