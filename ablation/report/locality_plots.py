@@ -3,38 +3,25 @@ from __future__ import annotations
 
 import logging
 import os
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL
-from ablation.files import open_regular
+from ablation.files import open_file
 from ablation.runs.record import ATTENTION_MAPS_FILE
 from ablation.report.locality import with_diagnostics
-from ablation.report.figures import pyplot, save_figure, variant_label
+from ablation.report.figures import VARIANT_COLORS, dodge, pyplot, save_figure, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
-
-# One fixed colour per variant, the same in every figure (the paper's four stand apart).
 log = logging.getLogger(__name__)
 
 MAPS_LIMIT = 64 << 20  # bytes of one run's attention_maps.npz the report reads
 MAX_MAP_IMAGES = 32  # probe images drawn per run, one row each (diagnostics.attention_maps: 3)
 MAP_ARRAYS = ("images", "blocks", "maps", "rows", "cols", "patch_size")
-
-VARIANT_COLORS = dict(zip(VARIANTS.values(), [
-    "#555555",   # ViT
-    "#1f77b4",   # SPT
-    "#ff7f0e",   # LSA mask
-    "#2ca02c",   # learnable temperature
-    "#e377c2",   # SPT + LSA mask
-    "#8c564b",   # SPT + temp.
-    "#d62728",   # LSA (mask + temp.)
-    "#9467bd",   # SL-ViT
-]))
+LAYER_SHARE = 0.7  # of the space between two layers that the variants' dots span
 
 
 def _outline(ax, image: np.ndarray, width: int, height: int) -> None:
@@ -50,21 +37,23 @@ def _outline(ax, image: np.ndarray, width: int, height: int) -> None:
 
 def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
     """``quantity`` per layer for each variant: every head of every seed a dot, the
-    mean over heads and seeds a line (the ViT paper's Fig. 7 layout)."""
+    mean over heads and seeds a line (the ViT paper's Fig. 7 layout). The variants
+    of a layer sit side by side around it, so that their dots never coincide; the
+    legend, right of the panel, leaves the dots uncovered."""
     diag = with_diagnostics(runs)
     if diag.empty:
         return None
     plt = pyplot()
     colors = VARIANT_COLORS
     groups = list(diag.groupby(BLOCK, sort=True))
-    fig, axes = plt.subplots(len(groups), 1, figsize=(7.5, 4.2 * len(groups)), squeeze=False)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9.5, 4.2 * len(groups)), squeeze=False,
+                             layout="constrained")
     order = list(VARIANTS.values())
     for ax, (key, block) in zip(axes.ravel(), groups):
         labels = sorted(set(block.apply(variant_label, axis=1)), key=order.index)
-        width = 0.7 / max(len(labels), 1)
         for v, label in enumerate(labels):
             mine = block[block.apply(variant_label, axis=1) == label]
-            offset = (v - (len(labels) - 1) / 2) * width
+            offset = dodge(v, len(labels), LAYER_SHARE / max(len(labels), 1))
             by_layer: dict[int, list[float]] = {}
             for entry in mine["diagnostics"]:
                 for layer in entry["layers"]:
@@ -86,11 +75,8 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
             ax.axhline(1.0, color="#999999", linewidth=0.8, linestyle=":")
         ax.set_title(f"{block_title(*key)}: dots = heads, line = mean", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path, dpi=120)
 
 
 def _load_maps(path: str) -> dict | None:
@@ -100,7 +86,7 @@ def _load_maps(path: str) -> dict | None:
     if not os.path.lexists(file):
         return None
     try:
-        with open_regular(file, MAPS_LIMIT) as f, np.load(f, allow_pickle=False) as z:
+        with open_file(file, MAPS_LIMIT) as f, np.load(f, allow_pickle=False) as z:
             maps = {k: z[k] for k in MAP_ARRAYS}
     except (OSError, ValueError, KeyError, EOFError) as e:
         log.warning("%s skipped: %s", file, e)
@@ -138,7 +124,8 @@ def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
         images, layers = first["images"], [int(b) for b in first["blocks"]]
         rows = [(i, j) for i in range(len(images)) for j in range(len(layers))]
         fig, axes = plt.subplots(len(rows), len(labels) + 1, squeeze=False,
-                                 figsize=(1.9 * (len(labels) + 1), 1.9 * len(rows) + 0.6))
+                                 figsize=(1.9 * (len(labels) + 1), 1.9 * len(rows) + 0.6),
+                                 layout="constrained")
         for r, (i, j) in enumerate(rows):
             image = images[i].astype(float)
             image = (image - image.min()) / max(image.max() - image.min(), 1e-9)
@@ -169,12 +156,9 @@ def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
         axes[0, 0].set_title("probe image", fontsize=8)
         title = (f"{block_title(*key)}: where the centre patch (cyan box) attends, heads "
                  f"averaged (dark = none, yellow = each map's maximum); white: image outline")
-        fig.suptitle(textwrap.fill(title, width=int(24 * (len(labels) + 1))), fontsize=8)
-        fig.tight_layout()
+        fig.suptitle(title, fontsize=8)
         target = path if len(groups) == 1 else path.with_name(f"{path.stem}_{k}{path.suffix}")
-        save_figure(fig, target, dpi=110)
-        plt.close(fig)
-        written.append(target)
+        written.append(save_figure(fig, target, dpi=110))
     return written
 
 

@@ -16,11 +16,12 @@ import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL
 from ablation.files import read_bytes
-from ablation.report.figures import (completed_runs, grid, pyplot, save_figure, seeds_text,
-                                     variant_label)
+from ablation.report.figures import (MARKERS, VARIANT_COLORS, completed_runs, grid, pyplot,
+                                     save_figure, seeds_text, variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 from ablation.report.tuning import TUNING_CAPTION
+
 
 def n_text(block: pd.DataFrame) -> str:
     """``mean over 3 seeds`` (or ``n per point`` when the variants differ)."""
@@ -60,7 +61,8 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
             ax.annotate(f"{label}\nn={r['n']}", (xi, y), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 3), textcoords="offset points")
         ax.set_xlim(-0.6, len(block) - 0.4)
-        ax.set_xticks(x, block["variant"], rotation=20, ha="right", fontsize=8)
+        # upright variant names: saving wraps a long one to the space between ticks
+        ax.set_xticks(x, block["variant"], fontsize=8)
         ok = block["top1_mean"].dropna()
         if len(ok):
             low = max(0.0, ok.min() - 3 * max(block["top1_std"].fillna(0).max(), 1.0))
@@ -68,10 +70,7 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
         ax.set_ylabel("test top-1 (%), final epoch")
         ax.set_title(f"{block_title(*key)}\n{n_text(block)}; error bars: ±1 sample sd "
                      "across seeds", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataFrame]:
@@ -93,9 +92,9 @@ def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataF
 # variants' curves coincide, the one drawn later does not hide the other. Lines are
 # drawn in that order with shrinking width and marker size and a little transparency,
 # so an earlier, wider line still shows around a later one on top of it.
-LINE_STYLES = [("-", "o"), ((0, (6, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (6, 2, 1, 2)), "v"),
-               ((0, (3, 1)), "D"), ((0, (6, 2, 1, 2, 1, 2)), "P"), ((0, (10, 3)), "X"),
-               ((0, (2, 3)), "*")]
+DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1)),
+          (0, (6, 2, 1, 2, 1, 2)), (0, (10, 3)), (0, (2, 3))]
+LINE_STYLES = list(zip(DASHES, MARKERS))
 WIDEST, NARROWEST = 3.2, 1.0   # line widths of the first and the last variant drawn
 BIGGEST, SMALLEST = 9.0, 4.0   # marker sizes likewise
 
@@ -105,7 +104,7 @@ def line_style(label: str) -> dict:
     order = list(VARIANTS.values()).index(label)
     dashes, marker = LINE_STYLES[order % len(LINE_STYLES)]
     step = order / (len(VARIANTS) - 1)
-    return {"linestyle": dashes, "marker": marker,
+    return {"linestyle": dashes, "marker": marker, "color": VARIANT_COLORS[label],
             "linewidth": WIDEST - step * (WIDEST - NARROWEST),
             "markersize": BIGGEST - step * (BIGGEST - SMALLEST),
             "markerfacecolor": "none", "alpha": 0.8}
@@ -120,7 +119,8 @@ def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
 
 
 def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
-    """The figure of :func:`val_curves` (open; the caller saves and closes it)."""
+    """The figure of :func:`val_curves` (open; :func:`save_figure` fits, saves and
+    closes it)."""
     plt = pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
     fig, axes = grid(plt, len(keys))
@@ -136,17 +136,14 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
         ax.set_title(f"{block_title(*key)}\n{ylabel} per variant, {seeds}", fontsize=9)
         if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
             ax.legend(fontsize=7)
-    fig.tight_layout()
     return plt, fig
 
 
 def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
     """Validation top-1 per epoch (test top-1 under the official protocol), one line
     per variant (mean over seeds), each variant with its own dashes and markers."""
-    plt, fig = val_figure(table, runs)
-    save_figure(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    _, fig = val_figure(table, runs)
+    return save_figure(fig, path, dpi=120)
 
 
 def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path | None:

@@ -86,13 +86,11 @@ def temperature_figure(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
         ax.set_ylabel("change from start (%)" if from_t0 else "change from epoch 1 (%)")
-        ax.set_title(f"{block_title(*key)}: {label}\nmean over {seeds_text(seeds)}", fontsize=9)
+        # the variant first: it is what sets neighbouring panels apart
+        ax.set_title(f"{label}, mean over {seeds_text(seeds)}\n{block_title(*key)}", fontsize=9)
         ax.legend(fontsize=6, ncol=2)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle("Learned temperature per layer: change from its start value "
                  f"(shared axis, ±{bound:.3g} %)", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

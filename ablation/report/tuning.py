@@ -134,32 +134,47 @@ def protocol_sentence(block: pd.DataFrame) -> str:
 
 
 TUNING_CAPTION = ("Validation top-1 of every trial against the searched value, per variant "
-                  "(log scale); the filled marker is the variant's chosen value.")
+                  "(log scale); the filled marker is the variant's chosen value. Where "
+                  "variants tried the same value, their points are set slightly apart "
+                  "sideways (a few percent of the axis) so that none hides another.")
+DODGE_SHARE = 0.015  # of the panel's span of log10(value) between two variants' points
 
 
 def figure(trials: pd.DataFrame, path: Path) -> Path | None:
     """Validation top-1 of each trial against its value of the first searched
-    key, one panel per dataset x model, one series per variant."""
-    from ablation.report.figures import grid, pyplot, save_figure
+    key, one panel per dataset x model, one series per variant (its own colour
+    and marker, set a little apart sideways from the others)."""
+    from matplotlib import ticker
+    from matplotlib.lines import Line2D
+
+    from ablation.report.figures import (VARIANT_COLORS, dodge, grid, pyplot, save_figure,
+                                         variant_marker)
+    from ablation.report.tables import VARIANTS
 
     done = trials[trials["status"] == "completed"] if len(trials) else trials
     if done.empty:
         return None
     plt = pyplot()
-    from matplotlib import ticker
-
+    order = list(VARIANTS.values())
     groups = list(done.groupby(["dataset", "model"], sort=True))
     fig, axes = grid(plt, len(groups))
     for ax, ((dataset, model), block) in zip(axes, groups):
         key = block["params"].iloc[0][0]
-        for label, mine in block.groupby("label", sort=False):
+        values = block["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)
+        logs = np.log10(values[np.isfinite(values) & (values > 0)])
+        span = max(float(np.ptp(logs)) if len(logs) else 0.0, 1.0)
+        labels = sorted(set(block["label"]), key=order.index)
+        for v, label in enumerate(labels):
+            mine = block[block["label"] == label]
             x = mine["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)
+            x = x * 10 ** dodge(v, len(labels), DODGE_SHARE * span)
             y = 100 * mine["objective"].to_numpy(dtype=float)
-            order = np.argsort(x)
-            line, = ax.plot(x[order], y[order], "o-", alpha=0.6, label=label, markersize=4,
-                            markerfacecolor="none")
+            style = {"color": VARIANT_COLORS[label], "marker": variant_marker(label)}
+            ranked = np.argsort(x)
+            ax.plot(x[ranked], y[ranked], "-", alpha=0.7, label=label, markersize=5,
+                    markerfacecolor="none", **style)
             best = int(np.nanargmax(y))
-            ax.plot(x[best], y[best], "o", color=line.get_color(), markersize=7)
+            ax.plot(x[best], y[best], linestyle="none", markersize=8, **style)
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
@@ -167,6 +182,7 @@ def figure(trials: pd.DataFrame, path: Path) -> Path | None:
         ax.set_xlabel(key)
         ax.set_ylabel("validation top-1 (%)")
         ax.set_title(f"{dataset} × {model}: trials per variant", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        chosen = Line2D([], [], color="#333333", marker="o", linestyle="none", markersize=8,
+                        label="chosen value (filled)")
+        ax.legend(handles=[*ax.get_legend_handles_labels()[0], chosen], fontsize=7)
     return save_figure(fig, path, dpi=120)
