@@ -81,7 +81,7 @@ def test_four_job_smoke_sweep_writes_records_and_wandb_runs(smoke_sweep, wandb_c
     assert report["job_type"] == "report" and report["group"] == group
     assert report["state"] == "finished"
     sl_vit = by_switches[(True, True, True)]["metrics"]["test_top1"]
-    assert report["summary"]["digits/tiny/SL-ViT/top1"] == pytest.approx(100 * sl_vit)
+    assert report["summary"]["digits/tiny/holdout/-/SL-ViT/top1"] == pytest.approx(100 * sl_vit)
 
 
 def test_a_failed_job_does_not_stop_the_sweep_and_every_failure_is_listed(tmp_path):

@@ -60,7 +60,8 @@ REPORT_VARIANT = "report"
 
 
 def _log(run, table, effects, images, directory: Path) -> dict:
-    """The tables, plots and per-variant summaries into the report's W&B ``run``."""
+    """The tables, plots and per-variant summaries (:func:`summary_key`) into the
+    report's W&B ``run``."""
     import wandb
 
     from ablation.runs.tracking import where
@@ -73,9 +74,8 @@ def _log(run, table, effects, images, directory: Path) -> dict:
         run.log(payload)
         ok = table[table["status"] == "ok"]
         for _, row in ok.iterrows():
-            prefix = f"{row['dataset']}/{row['model']}/{row['variant']}"
-            run.summary[f"{prefix}/top1"] = row["top1_mean"]
-            run.summary[f"{prefix}/top5"] = row["top5_mean"]
+            for metric in ("top1", "top5"):
+                run.summary[summary_key(row, metric)] = row[f"{metric}_mean"]
     if run.offline:  # one line: the sweep's sync command covers this run too
         log.info("W&B offline report run %s in %s; upload it with the sweep's runs: %s",
                  run.id, Path(run.dir).parent, sync_command(directory))
@@ -83,6 +83,23 @@ def _log(run, table, effects, images, directory: Path) -> dict:
         log.info("%s", where(run))
     return {"id": run.id, "dir": str(Path(run.dir).parent), "offline": bool(run.offline),
             "sync": sync_command(directory) if run.offline else None}
+
+
+# the summary's stand-in for the setting of a dataset x model x protocol that is one
+# block (its setting label is empty); a real label is never a bare "-"
+NO_SETTING = "-"
+
+
+def summary_key(row: Mapping, metric: str) -> str:
+    """``<dataset>/<model>/<protocol>/<setting>/<variant>/<metric>``: a comparison row's
+    summary key in the report run. The block is the tables' whole block key, so blocks
+    that differ only in their setting (a backend, a shared recipe beside a tuned one, a
+    swept key) never write the same key, and each part has its ``/`` escaped (and ``%``,
+    the escape), so a part holding one cannot pass for two."""
+    setting = row.get("setting")
+    setting = str(setting) if isinstance(setting, str) and setting else NO_SETTING
+    parts = [row["dataset"], row["model"], row["protocol"], setting, row["variant"]]
+    return "/".join(str(p).replace("%", "%25").replace("/", "%2F") for p in parts) + f"/{metric}"
 
 
 def sync_command(folder: Path) -> str:

@@ -24,7 +24,7 @@ from ablation.sweep import outcomes
 from ablation.sweep.cleanup import missing_folders
 from ablation.sweep.preflight import check_jobs
 from hydra_plugins.vit_ablation.tuning import check_jobs as check_tunable
-from hydra_plugins.vit_ablation.tuning import check_not_swept, trial_stand_ins
+from hydra_plugins.vit_ablation.tuning import check_not_swept, planned_jobs
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the
@@ -90,8 +90,8 @@ class SweepStart(Callback):
             return jobs
         sweep_dir = Path(str(config.hydra.sweep.dir))
         self._check(sweep, sweep_dir, config)
-        # a tuned sweep trains each variant's trials before these jobs
-        self._estimate([*composed, *trial_stand_ins(composed, sweep_dir)], config.hydra.launcher)
+        # a tuned sweep trains each variant's trials, then its final runs in their own folders
+        self._estimate(planned_jobs(config, composed), config.hydra.launcher)
 
     @staticmethod
     def _estimate(jobs: list[tuple[dict, Path]], launcher) -> None:

@@ -111,8 +111,13 @@ def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total
     (epochs, training images per epoch, evaluated per epoch, test images).
     With ``at_once`` jobs side by side the wall time lies between the sum
     over the jobs divided by ``at_once`` (perfect overlap) and the sum itself
-    (none): both are printed."""
-    lines = [size_line(sizes, total_jobs)]
+    (none): both are printed. A tuned sweep's jobs (``tune`` set) are its trials
+    (``tune.role=trial``) and final runs, counted apart."""
+    from ablation.config.tuning import role
+
+    trials = (sum(role(job) == "trial" for job in jobs)
+              if any(job.get("tune") for job in jobs) else None)
+    lines = [size_line(sizes, total_jobs, trials)]
     if speed is None:
         return [*lines, "estimate: none (no earlier run of this model here, and the probe runs "
                         "only where the jobs run on this machine: the basic and joblib launchers)"]
@@ -135,18 +140,26 @@ def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total
     return lines
 
 
-def size_line(sizes: list[tuple[int, int, int, int]], jobs: int) -> str:
-    """``sweep: 4 jobs × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)``."""
+def size_line(sizes: list[tuple[int, int, int, int]], jobs: int,
+              trials: int | None = None) -> str:
+    """``sweep: 4 jobs × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)``
+    for the ``sizes`` of the jobs that will train, of ``jobs`` in all. A tuned sweep
+    (``trials``: how many of those jobs are its trials) names its final runs and its
+    trials: ``sweep: 12 job(s) (4 final run(s), 8 tuning trial(s)) × ...``."""
     done = jobs - len(sizes)
-    skipped = f" ({done} more already completed here)" if done else ""
+    count = f"{len(sizes)} job(s)"
+    if trials is not None:
+        count += f" ({len(sizes) - trials} final run(s), {trials} tuning trial(s))"
+    skipped = (f" ({done} {'final run(s)' if trials is not None else 'more'} already "
+               f"completed here)" if done else "")
     if len({size[:3] for size in sizes}) == 1:
         left, train, evaluated, _ = sizes[0]
-        return (f"sweep: {len(sizes)} job(s) × {left} epochs × {train:,} training images "
+        return (f"sweep: {count} × {left} epochs × {train:,} training images "
                 f"(+ {evaluated:,} evaluated per epoch){skipped}")
     epochs = sum(size[0] for size in sizes)
     trained = sum(left * train for left, train, _, _ in sizes)
     evaluated = sum(left * ev for left, _, ev, _ in sizes)
-    return (f"sweep: {len(sizes)} job(s), {epochs} epochs in all, {trained:,} training images "
+    return (f"sweep: {count}, {epochs} epochs in all, {trained:,} training images "
             f"(+ {evaluated:,} evaluated){skipped}")
 
 

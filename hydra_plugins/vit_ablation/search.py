@@ -42,6 +42,29 @@ class Search:
         self.protocol = protocol
         self.storage = JournalStorage(JournalFileBackend(str(journal)))
 
+    @classmethod
+    def existing(cls, journal: Path, protocol: Protocol) -> Search | None:
+        """The search in ``journal`` to read, or None where there is no journal (or
+        something other than a regular file stands there: never opened). Opening an
+        existing journal writes nothing."""
+        from ablation.files import is_regular
+
+        return cls(journal, protocol) if is_regular(journal) else None
+
+    def progress(self, study_id: str) -> tuple[int, tuple[int, dict[str, float], float] | None]:
+        """(trials used, best trial as :meth:`best` gives it) of a study, read only:
+        a study not in the journal has used none and has no best."""
+        try:
+            study = self._optuna.load_study(study_name=study_id, storage=self.storage)
+        except KeyError:
+            return 0, None
+        used = self.used(study_id)  # the study exists: loading it again writes nothing
+        try:
+            best = study.best_trial
+        except ValueError:  # no completed trial
+            return used, None
+        return used, (best.number, dict(best.user_attrs[VALUES_ATTR]), float(best.value))
+
     def _study(self, study_id: str, slot: int = 0):
         optuna = self._optuna
         seed = int(np.random.SeedSequence([self.protocol.sampler_seed, slot]).generate_state(1)[0])

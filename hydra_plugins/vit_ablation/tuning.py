@@ -214,23 +214,79 @@ def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str]
                                f"tune.study={study.id(protocol)}"])
 
 
-def trial_stand_ins(jobs: list[tuple[dict, Path]], sweep_dir: Path
-                    ) -> list[tuple[dict, Path]]:
-    """For the sweep's estimate: each study's trials, as (config, folder) pairs at
-    the preset's values (a folder that never exists: every epoch counts)."""
+def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path]]:
+    """What the sweep will train, as (config, folder) pairs in launch order, for its
+    estimate (:mod:`ablation.sweep.estimate`). Outside a tuned sweep: ``jobs``, each
+    job's resolved config and folder as the basic sweeper composes them.
+
+    A tuned sweep trains none of those as they are: first each study's trials still to
+    run (its budget less the trials its journal says have run; stand-ins at the
+    preset's values, marked ``tune.role=trial``), then each study's final runs. Where
+    its search has ended, a final run is composed at its chosen values, in the folder
+    it will train in (a completed one trains nothing); where it has not, its values
+    and folder are not known yet and it counts whole; a study whose trials all failed
+    has no final runs. ``config``: the sweep's Hydra config. With ``estimate=false``
+    nothing is read; should the plan fail (an unreadable journal), one warning and
+    no estimate: the sweep does not depend on it."""
     tune = jobs[0][0].get("tune") if jobs else None
-    if not tune:
+    if not tune or not jobs[0][0].get("estimate", True):
+        return jobs
+    try:
+        return _planned_jobs(config, jobs, Protocol.of(tune))
+    except Exception as e:
+        log.warning("no estimate: %s: %s", type(e).__name__, e)
         return []
-    protocol = Protocol.of(tune)
-    studies: dict[str, dict] = {}
-    for config, _ in jobs:
-        rest = {k: v for k, v in config.items() if k not in ("seed", "run_name")}
-        studies.setdefault(json.dumps(rest, sort_keys=True, default=str), config)
-    trainer = {"epochs": protocol.epochs} if protocol.epochs else {}
-    stand_in = sweep_dir / TUNING_FOLDER / "estimate"
-    return [({**config, "seed": protocol.search_seed,
-              "trainer": {**config["trainer"], **trainer}}, stand_in)
-            for config in studies.values() for _ in range(protocol.trials)]
+
+
+def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
+                  ) -> list[tuple[dict, Path]]:
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from ablation.config.hydra_internals import sweep_jobs
+    from hydra_plugins.vit_ablation.search import Search
+
+    loader = GlobalHydra.instance().config_loader()
+
+    def compose(overrides: list[str]) -> tuple[dict, Path]:
+        job = loader.load_sweep_config(config, list(overrides))
+        plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                 for k, v in job.items() if k != "hydra"}
+        return plain, Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
+
+    combinations = sweep_jobs(OverridesParser.create().parse_overrides(
+        list(config.hydra.overrides.task)))
+    composed = ({tuple(c): job for c, (job, _) in zip(combinations, jobs)}
+                if len(combinations) == len(jobs) else {})
+    studies = plan(protocol, combinations,
+                   lambda c: composed.get(tuple(c)) or compose(c)[0])
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    search = Search.existing(sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
+    unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
+    trials, finals = [], []
+    progress = {}
+    for study in studies:
+        used, best = search.progress(study.id(protocol)) if search else (0, None)
+        progress[study.name] = (max(protocol.trials - used, 0), best)
+    for number in range(max((left for left, _ in progress.values()), default=0)):
+        for study in studies:  # one trial of every unfinished study a round, as launched
+            if progress[study.name][0] > number:
+                first = composed.get(tuple(study.finals[0])) or compose(study.finals[0])[0]
+                trials.append(({**first, "seed": protocol.search_seed,
+                                "trainer": {**first["trainer"],
+                                            **({"epochs": protocol.epochs}
+                                               if protocol.epochs else {})},
+                                "tune": {**first["tune"], "role": "trial"}}, unknown))
+    for study in studies:
+        left, best = progress[study.name]
+        for combination in study.finals:
+            if left:
+                finals.append((composed.get(tuple(combination)) or compose(combination)[0],
+                               unknown))
+            elif best is not None:
+                finals.append(compose(final_overrides(protocol, study, combination, best[1])))
+    return [*trials, *finals]
 
 
 class Tuner:
