@@ -123,8 +123,11 @@ def test_latex_names_are_text_and_the_file_is_ascii(hostile):
     assert r"\textbackslash{}input\{/etc/passwd\}\textbackslash{}write18\{touch" in tex
     assert r"$\$$x\textasciicircum{}2\_y$\$$ \& \#1 \textasciitilde{} 100\%" in tex
     assert r"$\alpha$-$\Delta$ \textless{}script\textgreater{}" in tex
-    # the packages it needs, named at its top
-    assert tex.startswith("% Needs \\usepackage{booktabs,amssymb,graphicx}")
+    # the packages it needs, named at its top; the full table's file likewise
+    assert tex.startswith("% Needs \\usepackage{booktabs,amssymb}")
+    full = (hostile / "comparison_full.tex").read_text().replace(r"\hspace{0pt}", "")
+    assert full.isascii() and full.startswith("% Needs \\usepackage{booktabs,amssymb}")
+    assert r"\input{" not in full and r"\write18{" not in full
 
 
 @pytest.mark.parametrize("text, latex", [
@@ -164,8 +167,10 @@ def test_the_latex_tables_compile_in_a_plain_article_and_fit_the_text_width(host
     # no glyph of a font TeX would have to make as a bitmap (text companion, TS1)
     assert not re.search(r"tc(rm|tt|ss)\d|\d+pk>", log), re.findall(r"\S*pk>", log)
     assert (tmp_path / "paper.pdf").stat().st_size > 0
-    assert tex.count(r"\begin{table}") == 4  # two blocks of the official protocol, the
-    # holdout block, its locality section: every table was in the document
+    # every table was in the document: two blocks of the official protocol and the
+    # holdout block, each with its factorial effects, and the holdout block's locality
+    # table and its effects
+    assert tex.count(r"\caption{") == 8
 
 
 # --- Markdown ---------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """What a block's table means, in words printed under it.
 
-The caption says the protocol, what the accuracies are (mean ± sd over n seeds;
-final epoch, and under the official protocol the best epoch as the paper
-reports it), how the Δ intervals and bold marks are made (paired t,
+The caption (:func:`caption`, in Markdown and HTML; the table notes of the
+LaTeX, :func:`notes`) says the protocol, what the accuracies are (mean ± sd
+over n seeds; final epoch, and under the official protocol the best epoch as
+the paper reports it), how the Δ intervals and bold marks are made (paired t,
 uncorrected interval, Holm-corrected significance), what one test image is
 worth, what the block's seeds could detect (power), and why speed columns are
-left out when too few steps were timed.
+left out when too few steps were timed. A LaTeX table's caption proper is the
+short paragraph of :func:`short_caption`: what the block is and what its
+numbers are.
 """
 from __future__ import annotations
 
@@ -73,18 +76,30 @@ def _as_is(text: str) -> str:
     return text
 
 
-def caption(block: pd.DataFrame, escape=_as_is) -> str:
-    """What the numbers of one block mean; ``escape`` is applied to what comes from the
-    records (the protocol, the code), for a format whose caption is not escaped whole."""
+def notes(block: pd.DataFrame, escape=_as_is, compact: bool = False) -> list[str]:
+    """What the numbers of one block mean, sentence by sentence; ``escape`` is applied
+    to what comes from the records (the protocol, the code), for a format whose text is
+    not escaped whole.
+
+    ``compact``: for the paper's table (:mod:`ablation.report.latex`), which shows
+    top-1 only, no speed column and the runs that did not complete in a note of their
+    own; it says where the rest is."""
     protocol = block["protocol"].iloc[0]
     sizes = block["test_images"].dropna()
     tests = int(block["d_top1_p"].notna().sum()) if "d_top1_p" in block else 0
     parts = [SYNTHETIC_NOTE] if (block["dataset"] == "synthetic").any() else []
-    parts += [f"Protocol: {escape(str(protocol))} ({PROTOCOLS.get(protocol, 'as recorded')}).",
-             ("Top-1/top-5: test accuracy after the final epoch, mean ± sample standard "
-              "deviation over n seeds.")]
+    parts.append(f"Protocol: {escape(str(protocol))} "
+                 f"({PROTOCOLS.get(protocol, 'as recorded')}).")
+    if compact:
+        parts.append("Top-1: test accuracy after the final epoch, mean ± sample standard "
+                     "deviation over n seeds (n counts completed runs); top-5, the gap in "
+                     "top-5 and the training speed and time are in the full table.")
+    else:
+        parts.append("Top-1/top-5: test accuracy after the final epoch, mean ± sample "
+                     "standard deviation over n seeds.")
     if shows_best_epoch(block):
-        parts.append("Best-epoch top-1/top-5: the highest test accuracy over the epochs, the "
+        metrics = "top-1" if compact else "top-1/top-5"
+        parts.append(f"Best-epoch {metrics}: the highest test accuracy over the epochs, the "
                      "measure the paper and its official code report (chosen on the test set, "
                      "so optimistic); mean ± sd over n seeds.")
     parts += [("Δ: paired by seed against the plain ViT, [95 % paired t-interval, n-1 df, "
@@ -92,7 +107,8 @@ def caption(block: pd.DataFrame, escape=_as_is) -> str:
               (f"Bold: significant at 5 % after Holm's correction across the block's {tests} "
                "Δ test(s) of that metric, so an interval that excludes zero need not be bold."),
               image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
-    if block[[f"{c}_no_spread" for c in GAPS.values()]].fillna(False).to_numpy().any():
+    shown = ["d_top1"] if compact else list(GAPS.values())
+    if block[[f"{c}_no_spread" for c in shown]].fillna(False).to_numpy().any():
         parts.append("[x, x]: the paired differences were identical in every seed, so the "
                      "interval has no spread: it measures nothing and is not bold.")
     said = power.sentence(block) if "top1_power_seeds" in block else None
@@ -100,12 +116,15 @@ def caption(block: pd.DataFrame, escape=_as_is) -> str:
         parts.append(said)
     slow = block.apply(lambda r: not speed_shown(r), axis=1).astype(bool)
     hidden = block[slow & (block["status"] == "ok")]
-    if len(hidden):
+    if len(hidden) and not compact:
         parts.append(f"{SPEED_MARK} Train img/s left out: timed over only "
                      f"{int(hidden['timed_steps'].min())} training steps per run (fewer than "
                      f"{MIN_TIMED_STEPS}, the first epoch of each attempt excluded), which "
                      "measures start-up and the machine's other load, not the model "
                      "(comparison.csv keeps images_per_s and timed_steps).")
+    said = not_completed_sentence(block) if compact else ""
+    if said:
+        parts.append(said)
     said = protocol_sentence(block)
     if said:
         parts.append(escape(said))
@@ -120,7 +139,42 @@ def caption(block: pd.DataFrame, escape=_as_is) -> str:
         parts.append(said)
     if (block["trainable_params"].isna() & block["params"].notna()).any():
         parts.append("Params marked * are totals (older records lack the trainable count).")
-    return " ".join(parts)
+    return parts
+
+
+def caption(block: pd.DataFrame, escape=_as_is) -> str:
+    """What the numbers of one block mean (:func:`notes`, in one paragraph)."""
+    return " ".join(notes(block, escape))
+
+
+def not_completed_sentence(block: pd.DataFrame) -> str:
+    """``Not in n: SPT 1 failed; SL-ViT 2 interrupted.``, or "" when every run completed."""
+    said = []
+    for _, r in block.iterrows():
+        counts = [f"{int(r[f'n_{what}'])} {what}" for what in ("failed", "interrupted")
+                  if r.get(f"n_{what}")]
+        if counts:
+            said.append(f"{r['variant']} {', '.join(counts)}")
+    return f"Runs not in n: {'; '.join(said)}." if said else ""
+
+
+def short_caption(block: pd.DataFrame, title: str, full: bool = False) -> str:
+    """The caption above a block's table in a paper: what the block is (``title``: its
+    dataset, model, protocol and setting) and what its numbers are; the statistics are
+    the table's notes (:func:`notes`)."""
+    metrics = "Top-1 and top-5" if full else "Top-1"
+    when = ("after the final epoch and at the best epoch (the paper's measure)"
+            if shows_best_epoch(block) else "after the final epoch")
+    tuned = ("; each variant trained at the values its own search chose on validation"
+             if "tuning" in block and block["tuning"].map(lambda e: isinstance(e, dict)).any()
+             else "")
+    speed = "; training speed and time" if full else ""
+    synthetic = (" Synthetic data: every accuracy is chance."
+                 if (block["dataset"] == "synthetic").any() else "")
+    return (f"{title}.{synthetic} {metrics} test accuracy (%) of each variant {when}, mean "
+            f"± sd over n seeds{tuned}; Δ: the gap to the plain ViT paired by seed, with its "
+            f"95 % confidence interval, bold where significant after Holm's correction"
+            f"{speed}.")
 
 
 def code_sentence(block: pd.DataFrame, escape=_as_is) -> str:

@@ -20,7 +20,9 @@ read as the text they are and never act on the reader:
   becomes ``?`` (visibly a stand-in, where a guessed letter would pass for the
   name). Only glyphs of the fonts every TeX has as Type 1 are used. A word longer
   than :data:`LONG_WORD` characters (a path, a URL) may break after its
-  punctuation, so a caption holding one does not run into the margin.
+  punctuation, or every :data:`LONG_RUN` characters where it has none, so a
+  caption holding one does not run into the margin (a narrow cell asks for a
+  shorter word: ``long_word``).
 - Markdown (:func:`markdown_text`): ``<``, ``>`` and ``&`` become HTML entities
   (no raw HTML reaches a renderer); ``|`` (a table cell's end), ``\\``,
   backquotes, square brackets (links and images) and ``$`` (mathematics on
@@ -177,21 +179,30 @@ def _latex_char(char: str, depth: int = 0) -> str:
 
 
 # A word longer than this (a path, a URL) may break after its punctuation, so that
-# a caption holding it never runs into the margin.
+# a caption holding it never runs into the margin; where it has no punctuation for
+# LONG_RUN characters it may break there too (TeX hyphenates no word holding digits
+# or symbols, nor the first word of a table cell).
 LONG_WORD = 30
+LONG_RUN = 16
 BREAK_AFTER = frozenset("/\\}=,._|")
 
 
-def latex_text(text) -> str:
+def latex_text(text, long_word: int = LONG_WORD) -> str:
     """``text`` as LaTeX text mode that prints it (pure ASCII; needs ``amssymb`` for
-    ``✓`` only)."""
+    ``✓`` only); a word longer than ``long_word`` characters may break after its
+    punctuation (a narrow table cell or a block's setting label asks for fewer)."""
     out = []
     for word in re.split(r"(\s+)", str(text)):
-        breakable, previous = len(word) > LONG_WORD, ""
+        breakable, previous, run = len(word) > long_word, "", 0
         for i, char in enumerate(word):
             # "--" would be set as a dash: a run of hyphens stays hyphens
             out.append("{}-" if char == "-" and previous == "-" else _latex_char(char))
-            if breakable and char in BREAK_AFTER and i < len(word) - 1:
+            run += 1
+            # never inside a number (0.002, 10,000)
+            decimal = char in ".," and previous.isdigit() and word[i + 1:i + 2].isdigit()
+            if breakable and (char in BREAK_AFTER and not decimal or run >= LONG_RUN) \
+                    and i < len(word) - 1:
                 out.append(r"\hspace{0pt}")
+                run = 0
             previous = char
     return "".join(out)

@@ -43,7 +43,8 @@ MANIFEST_LIMIT = 1 << 20
 STAGING_PREFIX = ".report-new-"
 KEEP_REPLACED = 3
 # What a report may write (for a folder whose report predates the manifest).
-REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison.html", "comparison.csv",
+REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison_full.tex", "comparison.html",
+                "comparison.csv",
                 "factorial_effects.csv", "locality.csv", "locality_effects.csv",
                 "wandb_dashboard.json")
 REPORT_GLOBS = ("top1.png", "val_top1.png", "temperature.png", "tuning.png",

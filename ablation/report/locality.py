@@ -24,8 +24,10 @@ import pandas as pd
 
 from ablation.config import SWITCHES
 from ablation.config.switches import BASELINE_LABEL, factor_labels
-from ablation.report.render import (HTML, LATEX, MARKDOWN, Style, block_title, gap, html_table,
-                                    latex_tabular, md_table, select_block)
+from ablation.report import latex_layout as tex
+from ablation.report.escape import latex_text
+from ablation.report.render import (HTML, LATEX, MARKDOWN, PLAIN, Style, block_title, gap,
+                                    html_table, md_table, select_block)
 from ablation.report.stats import factorial_effects, paired_gap
 from ablation.report.tables import (BASELINE, BLOCK, VARIANTS, switch_key, blocks,
                                     expected_variants, factorial_design)
@@ -144,8 +146,9 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                 cells.append(gap(r[f"d_{stem}"], r[f"d_{stem}_low"], r[f"d_{stem}_high"], style))
             else:  # entropies need three decimals
                 low, high = r[f"d_{stem}_low"], r[f"d_{stem}_high"]
-                text = _signed(r[f"d_{stem}"], 3)
-                cells.append(text + (f" [{_signed(low, 3)}, {_signed(high, 3)}]"
+                signed = lambda x: style.signed(_signed(x, 3))  # noqa: E731
+                text = signed(r[f"d_{stem}"])
+                cells.append(text + (f" [{signed(low)}, {signed(high)}]"
                                      if np.isfinite(low) else ""))
         rows.append(cells)
     return rows
@@ -157,8 +160,9 @@ def _effect_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
         cells = [style.escape(r["term"])]
         for stem, _, d in MEASURES.values():
             e, lo, hi = r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"]
-            cells.append(_signed(e, d) + (f" [{_signed(lo, d)}, {_signed(hi, d)}]"
-                                          if np.isfinite(lo) else ""))
+            signed = lambda x, d=d: style.signed(_signed(x, d))  # noqa: E731
+            cells.append(signed(e) + (f" [{signed(lo)}, {signed(hi)}]"
+                                      if np.isfinite(lo) else ""))
         rows.append(cells)
     return rows
 
@@ -194,15 +198,53 @@ def html_section(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     return "\n".join(parts) + "\n"
 
 
+LOCALITY_CAPTION = ("Attention locality: {title}. Mean attention distance (px) and "
+                    "normalised attention entropy of each variant, mean ± sd over n seeds, "
+                    "and their gaps to the plain ViT paired by seed [95 % CI].")
+EFFECTS_CAPTION = ("Factorial effects of the switches on attention locality: {title}; "
+                   "{seeds} seed{s}.")
+
+
+def _columns(heads: list[str], latex_rows: list[list[str]], plain_rows: list[list[str]],
+             gaps_from: int, means: tuple[int, ...] = ()) -> list[tex.Column]:
+    """Table columns from rows of cells: the first names the row, those from
+    ``gaps_from`` on are gaps (their intervals may go under them), ``means`` are
+    mean ± sd."""
+    def kind(i):
+        if i == 0:
+            return {"align": "l", "wrap_squeezed": tex.VARIANT_WRAP}
+        if i >= gaps_from:
+            return {"split": tex.GAP_SPLIT}
+        return {"split": tex.SD_SPLIT, "split_level": tex.SQUEEZED} if i in means else {}
+
+    return [tex.Column(tex.head_lines(head), [row[i] for row in latex_rows],
+                       [row[i] for row in plain_rows],
+                       head_squeezed=tex.head_lines(head, tex.HEAD_LINE_SQUEEZED), **kind(i))
+            for i, head in enumerate(heads)]
+
+
 def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
+    """The Locality section's tables (the same in comparison.tex and
+    comparison_full.tex): each with its explanation (:data:`NOTE`) as notes beneath,
+    and its factorial effects where the block has them."""
     if table.empty:
         return ""
-    out = [f"% {LATEX.escape(NOTE)}"]
+    out = []
     for key, block, mine in _sections(table, effects):
-        out += [r"\begin{table}[t]", r"\centering", r"\small",
-                rf"\caption{{Locality: {LATEX.escape(block_title(*key))}}}",
-                *latex_tabular(HEADER, _display_rows(block, LATEX))]
+        title = block_title(*key)
+        caption = lambda text: latex_text(text, long_word=tex.LABEL_WORD)  # noqa: E731
+        out += tex.float_table(
+            caption(LOCALITY_CAPTION.format(title=title)),
+            _columns(HEADER, _display_rows(block, LATEX), _display_rows(block, PLAIN),
+                     2 + len(MEASURES), tuple(range(2, 2 + len(MEASURES)))),
+            [latex_text(NOTE)], continued=caption(f"Attention locality: {title} (continued)."))
         if not mine.empty:
-            out += [r"\par\medskip", *latex_tabular(EFFECTS_HEADER, _effect_rows(mine, LATEX))]
-        out += [r"\end{table}", ""]
+            seeds = int(mine["seeds"].iloc[0])
+            out += tex.float_table(
+                caption(EFFECTS_CAPTION.format(title=title, seeds=seeds,
+                                               s="s" if seeds != 1 else "")),
+                _columns(EFFECTS_HEADER, _effect_rows(mine, LATEX), _effect_rows(mine, PLAIN),
+                         1), [],
+                continued=caption(f"Factorial effects on attention locality: {title} "
+                                  "(continued)."))
     return "\n".join(out)

@@ -9,9 +9,9 @@ so a reader can tell a gap of a few images from a real one.
 
 Names from the records (dataset, model, setting, code) are escaped for each
 format (:mod:`ablation.report.escape`): they print as text in Markdown, LaTeX
-and HTML and never act on the reader. ``comparison.tex`` needs only the
-packages named in its first line (:data:`LATEX_PACKAGES`), and a table wider
-than the text is scaled down to its width (never up).
+and HTML and never act on the reader. The cells are made here for every format
+(:func:`row_cells`); the LaTeX tables, laid out to fit a paper's text width, are
+:mod:`ablation.report.latex`'s.
 """
 from __future__ import annotations
 
@@ -69,11 +69,22 @@ class Style:
     pm: str
     bold: str  # a format string with {}
     escape: callable = staticmethod(lambda s: s)
+    signed: callable = staticmethod(lambda s: s)  # a signed number, "+1.23" / "-1.23"
+
+
+def _math(number: str) -> str:
+    """A signed number in math mode: the minus a minus sign, not a hyphen."""
+    return f"${number}$"
 
 
 MARKDOWN = Style("✓", "", "—", "±", "**{}**", staticmethod(markdown_text))
-LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{{}}}", staticmethod(latex_text))
+# \boldmath: bold reaches the numbers set in math mode (the signs)
+LATEX = Style(r"\checkmark", "", "--", r"$\pm$", r"\textbf{{\boldmath {}}}",
+              staticmethod(latex_text), staticmethod(_math))
 HTML = Style("✓", "", "—", "±", "<b>{}</b>", staticmethod(html.escape))
+# as printed, for measuring a LaTeX cell's width (ablation.report.latex_layout)
+PLAIN = Style("✓", "", "–", "±", "{}", staticmethod(lambda s: s),
+              staticmethod(lambda s: s.replace("-", "−", 1)))
 
 
 def _finite(x) -> bool:
@@ -94,8 +105,9 @@ def pct(mean, std, style: Style) -> str:
 def gap(value, low, high, style: Style) -> str:
     if not _finite(value):
         return style.dash
-    text = _signed(value)
-    return f"{text} [{_signed(low)}, {_signed(high)}]" if _finite(low) else text
+    text = style.signed(_signed(value))
+    return (f"{text} [{style.signed(_signed(low))}, {style.signed(_signed(high))}]"
+            if _finite(low) else text)
 
 
 def params(n) -> str:
@@ -117,47 +129,55 @@ def block_title(dataset, model, protocol, setting) -> str:
             + (f" ({setting})" if setting else ""))
 
 
+def row_cells(r, style: Style) -> tuple[dict[str, str], set[str]]:
+    """One comparison row's cell for every column any table shows, by column name,
+    and the columns whose cell is bold (a Δ whose Holm-corrected test is significant;
+    the bold is left to the caller)."""
+    mark = lambda on: style.on if on else style.off  # noqa: E731
+    n = str(r["n"]) + "".join(f" (+{r[f'n_{what}']} {what})"
+                              for what in ("failed", "interrupted") if r.get(f"n_{what}"))
+    if r["status"] != "ok":
+        top1 = top5 = r["status"]
+    else:
+        top1 = pct(r["top1_mean"], r["top1_std"], style)
+        top5 = pct(r["top5_mean"], r["top5_std"], style)
+    is_base = r["variant"] == BASELINE_LABEL
+    cells = {
+        "Variant": style.escape(r["variant"]),
+        **{s.column: mark(r[s.key]) for s in REGISTRY}, "n": style.escape(n),
+        "Top-1 (%)": top1, "Top-5 (%)": top5,
+        "ΔTop-1 vs ViT": "ref." if is_base else gap(r["d_top1"], r["d_top1_low"],
+                                                    r["d_top1_high"], style),
+        "ΔTop-5 vs ViT": "ref." if is_base else gap(r["d_top5"], r["d_top5_low"],
+                                                    r["d_top5_high"], style),
+        "Params": (params(r["trainable_params"]) if _finite(r["trainable_params"])
+                   else params(r["params"]) + ("*" if _finite(r["params"]) else "")),
+        "Train img/s": (style.dash + style.escape(SPEED_MARK) if not speed_shown(r)
+                        else f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"])
+                        else ""),
+        "Train time": duration(r["train_seconds"]),
+    }
+    cells[PAPER_COLUMN] = f"{r['paper_top1']:.2f}" if _finite(r.get("paper_top1")) else ""
+    cells["Tuned values"] = style.escape(values_text(r.get("tuned_values")))
+    cells["Best val top-1 (%)"] = (f"{r['tuned_val_top1']:.2f}"
+                                   if _finite(r.get("tuned_val_top1")) else "")
+    cells["Trials"] = (f"{int(r['tuned_trials'])} of {int(r['tuned_budget'])}"
+                       if _finite(r.get("tuned_budget")) else "")
+    for col, src in BEST_COLUMNS.items():
+        cells[col] = (pct(r.get(f"{src}_mean"), r.get(f"{src}_std"), style)
+                      if r["status"] == "ok" else r["status"])
+    bold = {col for col, src in GAPS.items() if not is_base and significant(r, src)}
+    return cells, bold
+
+
 def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
-    """The block's rows as display strings; a Δ bold where its interval excludes zero."""
+    """The block's rows as display strings; a Δ bold where its Holm-corrected test is
+    significant."""
     rows = []
     for _, r in block.iterrows():
-        mark = lambda on: style.on if on else style.off  # noqa: E731
-        n = str(r["n"]) + "".join(f" (+{r[f'n_{what}']} {what})"
-                                  for what in ("failed", "interrupted") if r.get(f"n_{what}"))
-        if r["status"] != "ok":
-            top1 = top5 = r["status"]
-        else:
-            top1 = pct(r["top1_mean"], r["top1_std"], style)
-            top5 = pct(r["top5_mean"], r["top5_std"], style)
-        is_base = r["variant"] == BASELINE_LABEL
-        cells = {
-            "Variant": style.escape(r["variant"]),
-            **{s.column: mark(r[s.key]) for s in REGISTRY}, "n": style.escape(n),
-            "Top-1 (%)": top1, "Top-5 (%)": top5,
-            "ΔTop-1 vs ViT": "ref." if is_base else gap(r["d_top1"], r["d_top1_low"],
-                                                        r["d_top1_high"], style),
-            "ΔTop-5 vs ViT": "ref." if is_base else gap(r["d_top5"], r["d_top5_low"],
-                                                        r["d_top5_high"], style),
-            "Params": (params(r["trainable_params"]) if _finite(r["trainable_params"])
-                       else params(r["params"]) + ("*" if _finite(r["params"]) else "")),
-            "Train img/s": (style.dash + style.escape(SPEED_MARK) if not speed_shown(r)
-                            else f"{r['images_per_s']:,.0f}" if _finite(r["images_per_s"])
-                            else ""),
-            "Train time": duration(r["train_seconds"]),
-        }
-        cells[PAPER_COLUMN] = f"{r['paper_top1']:.2f}" if _finite(r.get("paper_top1")) else ""
-        cells["Tuned values"] = style.escape(values_text(r.get("tuned_values")))
-        cells["Best val top-1 (%)"] = (f"{r['tuned_val_top1']:.2f}"
-                                       if _finite(r.get("tuned_val_top1")) else "")
-        cells["Trials"] = (f"{int(r['tuned_trials'])} of {int(r['tuned_budget'])}"
-                           if _finite(r.get("tuned_budget")) else "")
-        for col, src in BEST_COLUMNS.items():
-            cells[col] = (pct(r.get(f"{src}_mean"), r.get(f"{src}_std"), style)
-                          if r["status"] == "ok" else r["status"])
-        for col, src in GAPS.items():
-            if not is_base and significant(r, src):
-                cells[col] = style.bold.format(cells[col])
-        rows.append([cells[h] for h in header(block)])
+        cells, bold = row_cells(r, style)
+        rows.append([style.bold.format(cells[h]) if h in bold else cells[h]
+                     for h in header(block)])
     return rows
 
 
@@ -172,10 +192,11 @@ def _factorial_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
     return rows
 
 
-def factorial_caption(effects: pd.DataFrame) -> str:
-    """What is particular to one block's effects: zero-wide intervals and its power."""
+def factorial_caption(effects: pd.DataFrame, metrics=("top1", "top5")) -> str:
+    """What is particular to one block's effects (on ``metrics``, those shown):
+    zero-wide intervals and its power."""
     parts = []
-    if effects[["top1_no_spread", "top5_no_spread"]].fillna(False).to_numpy().any():
+    if effects[[f"{m}_no_spread" for m in metrics]].fillna(False).to_numpy().any():
         parts.append("[x, x]: the per-seed effects were identical in every seed, so the "
                      "interval has no spread: it measures nothing and is not bold.")
     said = power.factorial_sentence(effects)
@@ -238,63 +259,6 @@ def select_block(effects: pd.DataFrame, key) -> pd.DataFrame:
     for column, value in zip(BLOCK, key):
         mask = mask & (effects[column] == value)
     return effects[mask]
-
-
-# What comparison.tex needs besides \documentclass{article}: booktabs (the rules),
-# amssymb (\checkmark), graphicx (\resizebox); its first line names them.
-LATEX_PACKAGES = ("booktabs", "amssymb", "graphicx")
-LATEX_PREAMBLE = (f"% Needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}: pure ASCII, tables "
-                  "scaled down to \\linewidth where wider.")
-
-
-HEAD_LINE = 16  # characters per line of a LaTeX column head
-
-
-def latex_head(text: str) -> str:
-    """A column head on lines of at most :data:`HEAD_LINE` characters (split at spaces),
-    so a long head does not widen its column beyond its numbers."""
-    lines = [""]
-    for word in text.split(" "):
-        if lines[-1] and len(lines[-1]) + 1 + len(word) > HEAD_LINE:
-            lines.append(word)
-        else:
-            lines[-1] = f"{lines[-1]} {word}".lstrip()
-    if len(lines) == 1:
-        return LATEX.escape(text)
-    return (r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(LATEX.escape(line) for line in lines)
-            + r"\end{tabular}")
-
-
-def latex_tabular(head, rows) -> list[str]:
-    """A booktabs tabular, scaled down to the line width when it is wider, never up.
-
-    Why scaled: the comparison has 12 columns (14 under the official protocol), about
-    twice a paper's text width at any readable size, and every one of them is in the
-    Markdown, HTML and CSV too; a table that keeps them all and fits is what can be
-    pasted as it is. Deleting the columns a paper does not need lets it grow back
-    towards full size."""
-    return [r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-            r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule",
-            " & ".join(latex_head(h) for h in head) + r" \\", r"\midrule",
-            *(" & ".join(row) + r" \\" for row in rows),
-            r"\bottomrule", r"\end{tabular}}"]
-
-
-def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
-    """booktabs tables, one per block (needs :data:`LATEX_PACKAGES`)."""
-    out = [LATEX_PREAMBLE, f"% {LATEX.escape(NOTE)}"]
-    for key, block in table.groupby(BLOCK, sort=False):
-        out += [r"\begin{table}[t]", r"\centering", r"\small",
-                rf"\caption{{{LATEX.escape(block_title(*key) + '. ' + caption(block))}}}",
-                *latex_tabular(header(block), display_rows(block, LATEX))]
-        mine = select_block(effects, key)
-        if not mine.empty:
-            out += [r"\par\medskip",
-                    *latex_tabular(FACTORIAL_HEADER, _factorial_rows(mine, LATEX))]
-        elif not_estimable(effects, key):
-            out += [r"\par\medskip", LATEX.escape(NOT_ESTIMABLE_NOTE)]
-        out += [r"\end{table}", ""]
-    return "\n".join(out)
 
 
 def html_table(header, rows) -> str:

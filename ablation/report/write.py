@@ -12,7 +12,7 @@ import pandas as pd
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.files import atomic_write, make_folder
 from ablation.runs.record import find_records
-from ablation.report import export, locality, locality_plots, plots, render, tuning
+from ablation.report import export, latex, locality, locality_plots, plots, render, tuning
 from ablation.report.generation import generation, prune_replaced
 from ablation.report.load import ReportError, load, load_runs
 from ablation.report.tables import comparison, factorial
@@ -46,7 +46,8 @@ def _most_common(values) -> str | None:
 def write_report(path: str | Path, *, out_dir: str | Path | None = None,
                  wandb_settings: Mapping | None = None, make_plots: bool = True,
                  lock_wait_s: float = LOCK_WAIT_S, split_by_code: bool = False) -> Report:
-    """Read the records below ``path``; write comparison.{md,csv,tex,html} and PNGs.
+    """Read the records below ``path``; write comparison.{md,csv,tex,html},
+    comparison_full.tex and PNGs.
 
     Outputs go to ``out_dir`` (default: ``path`` itself, or its folder if it is a
     file). ``wandb_settings`` (mode, project, entity) defaults to the mode the
@@ -107,6 +108,7 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
     # Locality diagnostics: empty when no run carries them.
     local, local_effects = locality.locality_table(runs), locality.locality_effects(runs)
     markdown = render.markdown(table, effects) + locality.markdown(local, local_effects)
+    local_tex = locality.latex(local, local_effects)
     images = []
     if make_plots:  # before the HTML, which embeds them
         images.append(plots.top1_bars(table, out / "top1.png"))
@@ -119,8 +121,10 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
         images += locality_plots.figures(runs, out)
     files = [
         _atomic_write(out / "comparison.md", markdown),
-        _atomic_write(out / "comparison.tex", render.latex(table, effects)
-                      + locality.latex(local, local_effects)),
+        # the tables a paper prints, and every column for an appendix
+        _atomic_write(out / "comparison.tex", latex.document(table, effects, local_tex)),
+        _atomic_write(out / "comparison_full.tex",
+                      latex.document(table, effects, local_tex, full=True)),
         _atomic_write(out / "comparison.html", render.html_page(table, effects)
                       + locality.html_section(local, local_effects)
                       + plots.html_figures(images)),
