@@ -127,7 +127,7 @@ def test_exact_zero_gaps_and_effects_are_zero_in_every_csv(tmp_path):
 
 
 def test_report_run_ids_differ_between_folders_of_one_group(tmp_path):
-    from ablation.report.tracking import report_run_id
+    from ablation.report.wandb_run import report_run_id
 
     a, b = tmp_path / "results_a" / "smoke", tmp_path / "results_b" / "smoke"
     assert report_run_id("smoke", a) != report_run_id("smoke", b)

@@ -245,7 +245,7 @@ def sweep_folder(tmp_path: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_the_sweeps_sync_command_is_quoted(tmp_path, paste, name):
-    from ablation.report.tracking import sync_command
+    from ablation.report.wandb_run import sync_command
 
     sweep = sweep_folder(tmp_path, name)
     assert paste(sync_command(sweep)) == [

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ablation.report import power
 from ablation.report.stats import CONFIDENCE
-from ablation.report.tuning import protocol_sentence
+from ablation.report.tuned_block import protocol_sentence
 
 # display column -> comparison column prefix of a gap that may be bold
 GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}

@@ -6,7 +6,7 @@ SPT and LSA only), n, top-1 mean ± sd (under the official protocol the
 best-epoch top-1 and the paper's beside it, the three under one head), Δ top-1
 [95 % CI] (bold where the Holm-corrected test is significant), the parameters,
 and a tuned block's chosen values; then the block's factorial effects on top-1;
-then the locality tables (:func:`ablation.report.locality.latex`).
+then the locality tables (:func:`ablation.report.locality_table.latex`).
 ``comparison_full.tex`` holds every column of the Markdown table and the
 factorial effects on top-5 too, for an appendix, ``\\small``.
 

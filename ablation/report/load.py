@@ -21,7 +21,7 @@ import pandas as pd
 
 from ablation.config import SWITCHES, settings
 from ablation.config.backend import DEFAULT_BACKEND
-from ablation.report import tuning
+from ablation.report import tuned_block
 from ablation.runs.epochs import steady_epochs
 from ablation.runs.record import RecordError, find_records, read_record
 from ablation.runtime.provenance import describe_code
@@ -83,7 +83,7 @@ def unusable(record: dict) -> str | None:
             return f"its config's {group}.{key} is {value!r}, not a positive whole number"
         if kind == "text" and not isinstance(value, str):
             return f"its config's {group}.{key} is {value!r}, not text"
-    return (tuning.unusable_tuning(record.get("tuning"))
+    return (tuned_block.unusable_tuning(record.get("tuning"))
             or _unusable_diagnostics(record.get("diagnostics")))
 
 
@@ -115,7 +115,7 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
 
 def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per run below ``path`` (completed, failed and interrupted), with its block;
-    and a tuned sweep's trials (:func:`ablation.report.tuning.trial_frame`).
+    and a tuned sweep's trials (:func:`ablation.report.tuned_block.trial_frame`).
 
     With ``split_by_code`` runs of different code (``code``: the package's
     version and commit, the backend's, Keras's and NumPy's versions) are
@@ -130,7 +130,7 @@ def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, p
     ``error``, W&B group and mode, ``history`` (per-epoch rows), ``diagnostics``
     (the record's locality entry, or None) and ``path``; ``best_test_top1``/``top5``
     (the official protocol's best epoch), ``role`` and ``tuning`` (a tuned sweep's
-    final run: its search, and :func:`ablation.report.tuning.annotate_finals`'s
+    final run: its search, and :func:`ablation.report.tuned_block.annotate_finals`'s
     columns), ``published`` (the paper's top-1 a preset names), ``test_top1_correct``/``top5_correct``
     (correct test images, where the accuracy sits on the test set's grid of
     1/``test_images``: the accuracies are then snapped to it, removing float32
@@ -177,13 +177,13 @@ def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, p
                           **({"code": json.dumps(describe_environment(
                               record.get("environment")))} if split_by_code else {})},
         })
-    trials = tuning.trial_frame(rows)
+    trials = tuned_block.trial_frame(rows)
     rows = [row for row in rows if row["role"] != "trial"]
     if not rows:
         raise ReportError(f"only the trials of a tuned sweep below {path}: its final runs "
                           f"have not run yet (rerun the sweep's command to resume it)")
     runs = pd.DataFrame(rows)
-    tuning.annotate_finals(runs, trials)
+    tuned_block.annotate_finals(runs, trials)
     _add_data_identity(runs)
     runs["setting"] = _setting_labels(runs)
     runs = _drop_duplicates(runs.drop(columns="_settings"))
@@ -205,7 +205,7 @@ def tuned_identity(entry) -> dict[str, str]:
     if not isinstance(entry, dict):
         return {}
     return {**{key: json.dumps("tuned") for key in entry["params"]},
-            TUNING_SETTING: tuning.protocol_key(entry)}
+            TUNING_SETTING: tuned_block.protocol_key(entry)}
 
 
 TUNING_SETTING = "tuning"
@@ -330,7 +330,7 @@ def _label(row, keys: tuple[str, ...]) -> str:
     how it was tuned instead of its searched keys."""
     values = row["_settings"]
     tuned = isinstance(row["tuning"], dict)
-    parts = [tuning.protocol_label(row["tuning"])] if tuned else []
+    parts = [tuned_block.protocol_label(row["tuning"])] if tuned else []
     if TUNING_SETTING in keys and not tuned:
         parts.append("shared recipe")
     parts += [f"{k}={json.loads(values[k]) if k in values else 'unset'}" for k in keys

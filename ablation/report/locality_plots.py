@@ -11,7 +11,7 @@ import pandas as pd
 from ablation.config.switches import BASELINE_LABEL
 from ablation.files import open_file
 from ablation.runs.record import ATTENTION_MAPS_FILE
-from ablation.report.locality import with_diagnostics
+from ablation.report.locality_table import with_diagnostics
 from ablation.report.figures import VARIANT_COLORS, dodge, pyplot, save_figure, variant_label
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS

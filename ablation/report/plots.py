@@ -20,7 +20,7 @@ from ablation.report.figures import (MARKERS, VARIANT_COLORS, completed_runs, gr
                                      save_figure, seeds_text, variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
-from ablation.report.tuning import TUNING_CAPTION
+from ablation.report.tuned_block import TUNING_CAPTION
 
 
 def n_text(block: pd.DataFrame) -> str:

@@ -28,7 +28,7 @@ from ablation.report.captions import (  # noqa: F401 - caption, image_worth: use
     factorial_significant, significant, speed_shown)
 from ablation.report.escape import latex_text, markdown_text
 from ablation.report.tables import BLOCK
-from ablation.report.tuning import values_text
+from ablation.report.tuned_block import values_text
 
 HEADER = ["Variant", *(s.column for s in REGISTRY), "n", "Top-1 (%)", "Top-5 (%)",
           "ΔTop-1 vs ViT", "ΔTop-5 vs ViT", "Params", "Train img/s", "Train time"]

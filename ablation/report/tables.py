@@ -145,7 +145,7 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
 
 
 def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
-    """A tuned final variant's search (:mod:`ablation.report.tuning`): its values,
+    """A tuned final variant's search (:mod:`ablation.report.tuned_block`): its values,
     the best trial's validation top-1 (percent), the trials run and the budget."""
     runs = ok if len(ok) else mine
     tuned = runs[runs["tuning"].map(lambda e: isinstance(e, dict))] if "tuning" in runs \

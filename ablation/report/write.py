@@ -12,7 +12,8 @@ import pandas as pd
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.files import atomic_write, make_folder
 from ablation.runs.record import find_records
-from ablation.report import export, latex, locality, locality_plots, plots, render, tuning
+from ablation.report import (export, latex, locality_plots, locality_table, plots, render,
+                             tuned_block)
 from ablation.report.generation import generation, prune_replaced
 from ablation.report.load import ReportError, load, load_runs
 from ablation.report.tables import comparison, factorial
@@ -85,7 +86,7 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
     if settings["mode"] != "disabled":
-        from ablation.report.tracking import log_report
+        from ablation.report.wandb_run import log_report
 
         images = [f for f in report.files if f.suffix == ".png"]
         try:  # the tables and plots are written: W&B trouble must not undo the report
@@ -106,15 +107,15 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
     table = comparison(runs)
     effects = factorial(runs)
     # Locality diagnostics: empty when no run carries them.
-    local, local_effects = locality.locality_table(runs), locality.locality_effects(runs)
-    markdown = render.markdown(table, effects) + locality.markdown(local, local_effects)
-    local_tex = locality.latex(local, local_effects)
+    local, local_effects = locality_table.locality_table(runs), locality_table.locality_effects(runs)
+    markdown = render.markdown(table, effects) + locality_table.markdown(local, local_effects)
+    local_tex = locality_table.latex(local, local_effects)
     images = []
     if make_plots:  # before the HTML, which embeds them
         images.append(plots.top1_bars(table, out / "top1.png"))
         images.append(plots.val_curves(table, runs, out / "val_top1.png"))
         for extra in (plots.temperature_curves(table, runs, out / "temperature.png"),
-                      tuning.figure(trials, out / "tuning.png") if trials is not None
+                      tuned_block.figure(trials, out / "tuning.png") if trials is not None
                       and len(trials) else None):
             if extra:
                 images.append(extra)
@@ -126,7 +127,7 @@ def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
         _atomic_write(out / "comparison_full.tex",
                       latex.document(table, effects, local_tex, full=True)),
         _atomic_write(out / "comparison.html", render.html_page(table, effects)
-                      + locality.html_section(local, local_effects)
+                      + locality_table.html_section(local, local_effects)
                       + plots.html_figures(images)),
         _atomic_write(out / "comparison.csv", export.comparison_csv(table)),
     ]

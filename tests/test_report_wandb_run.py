@@ -63,7 +63,7 @@ def test_each_block_keeps_its_own_summary_in_the_report_run(tmp_path, wandb_cli)
 
 
 def test_summary_keys_name_the_whole_block_and_cannot_collide():
-    from ablation.report.tracking import NO_SETTING, summary_key
+    from ablation.report.wandb_run import NO_SETTING, summary_key
 
     row = {"dataset": "digits", "model": "tiny", "protocol": "holdout", "variant": "ViT"}
     assert summary_key({**row, "setting": ""}, "top1") == \
