@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from ablation.config import ConfigError, compose_config, validate
+from ablation.config.compose import check_group_options
 from tests.helpers.archives import make_cifar_archive
 from tests.helpers.commands import run_cli, run_in_process
+from tests.helpers.paths import ROOT
 from tests.helpers.refusals import assert_refused, listing
 
 CASES = {
@@ -122,11 +125,11 @@ TYPED = {
                           "diagnostics.probe_images=0 must be a positive integer"),
     "negative warm-up epochs": ("trainer.warmup_epochs=1,-1",
                                 "trainer.warmup_epochs=-1 must be an integer >= 0, or null"),
-    "erasing probability": ("+augmentation.random_erasing=0.25,1.5",
+    "erasing probability": ("augmentation.random_erasing=0.25,1.5",
                             "augmentation.random_erasing=1.5 must be a probability in [0, 1]"),
-    "mixing probability": ("+augmentation.mixing.probability=0.5,2",
+    "mixing probability": ("augmentation.mixing.probability=0.5,2",
                            "augmentation.mixing.probability=2 must be a probability in [0, 1]"),
-    "unknown policy": ("+augmentation.policy=autoaugment,autoaugmnet",
+    "unknown policy": ("augmentation.policy=autoaugment,autoaugmnet",
                        "augmentation.policy='autoaugmnet' is not one of autoaugment, randaugment"),
     "drop path of 1": ("model.drop_path=0.1,1.0", "model.drop_path=1.0 must be a rate in [0, 1)"),
     "verbose of 3": ("trainer.verbose=0,3", "trainer.verbose=3 is not one of auto, 0, 1, 2"),
@@ -234,3 +237,84 @@ def test_a_backend_keras_cannot_load_is_refused_before_anything_is_written(
     result = run_cli("experiment=smoke", f"results_dir={tmp_path}/results",
                      env={"KERAS_HOME": str(home), **env})
     assert_refused(result, message, tmp_path, before)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["hydra/launcher=nope"], "hydra/launcher=nope is unknown: the hydra/launcher options are "
+                              "basic, joblib"),
+    (["-m", "seed=0,1", "dataset=digits,nope"], "dataset=nope is unknown: the dataset options"),
+])
+def test_unknown_group_options_from_the_config_folder_and_plugins(args, message):
+    with pytest.raises(ConfigError, match=message):
+        check_group_options(args, ROOT / "conf")
+    check_group_options(["-m", "hydra/launcher=joblib", "dataset=digits,cifar10", "seed=0,1"],
+                        ROOT / "conf")
+
+
+# W&B's own limits: checked with the other values, before any job.
+
+W_AND_B = {
+    "tag of 65 characters": (["wandb.tags=[ok," + "t" * 65 + "]"],
+                             "is 65 characters; W&B allows 1 to 64 characters per tag"),
+    "empty tag": (["wandb.tags=[ok,'']"], "wandb.tags holds an empty tag"),
+    "project with a slash": (["wandb.project=a/b"],
+                             "wandb.project='a/b' cannot name a W&B project: it contains '/'"),
+    "project with a colon": (["wandb.project='a:b'"], "it contains ':'"),
+    "project with a hash": (["wandb.project='a#b'"], "it contains '#'"),
+    "project with a percent": (["wandb.project='a%b'"], "it contains '%'"),
+    "project with a question mark": (["wandb.project='a?b'"], "it contains '?'"),
+    "project with a backslash": (["wandb.project='a\\\\b'"], "it contains '\\'"),
+    "long project": (["wandb.project=" + "p" * 129],
+                     "cannot name a W&B project: it is 129 characters (at most 128)"),
+    "entity with a slash": (["wandb.entity=me/team"],
+                            "wandb.entity='me/team' cannot name a W&B entity: it contains '/'"),
+    "group too long": (["wandb.mode=offline", "wandb.group=" + "g" * 129],
+                       "wandb.group='gggggggggggggggggggg...gggggggggggggggggggg' (the sweep's "
+                       "id unless set) is 129 characters: W&B allows at most 128"),
+    "dataset name as a tag": (["wandb.mode=offline", "dataset.name=" + "d" * 70],
+                              "dataset.name='ddd"),  # the suite tags runs with it
+}
+
+
+@pytest.mark.parametrize("overrides, message", W_AND_B.values(), ids=W_AND_B.keys())
+def test_wandb_limits_are_checked_with_the_config(overrides, message):
+    config = compose_config(["experiment=smoke", *overrides])
+    with pytest.raises(ConfigError) as refused:
+        validate(config)
+    assert message in str(refused.value) and len(str(refused.value)) < 400
+
+
+def test_wandb_limits_allow_what_wandb_allows():
+    validate(compose_config(["experiment=smoke", "wandb.tags=[" + "t" * 64 + ",b]",
+                             "wandb.project=" + "p" * 128, "wandb.entity=my-team_2",
+                             "wandb.group=" + "g" * 128]))
+    validate(compose_config(["experiment=smoke", "wandb.project='my project (v2)'"]))
+    validate(compose_config(["experiment=smoke", "wandb.mode=disabled",
+                             "dataset.name=" + "d" * 70, "wandb.group=" + "g" * 129]))  # no run
+
+
+@pytest.mark.parametrize("case", ["tag of 65 characters", "project with a slash",
+                                  "entity with a slash"])
+def test_a_wandb_limit_stops_the_sweep_before_anything_is_written(tmp_path, case):
+    overrides, message = W_AND_B[case]
+    result = run_in_process("-m", "experiment=smoke", f"results_dir={tmp_path}/results",
+                            "trainer.epochs=1", "dataset.limit_train=64",
+                            "dataset.limit_test=32", "wandb.mode=disabled",
+                            "report.after_sweep=false", "seed=0,1", *overrides)
+    assert_refused(result, message, tmp_path)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--project", "a/b"], "--project 'a/b' cannot name a W&B project: it contains '/'"),
+    (["--project", "p" * 129], "it is 129 characters (at most 128)"),
+    (["--entity", "team#1"], "--entity 'team#1' cannot name a W&B entity: it contains '#'"),
+], ids=["project with a slash", "project too long", "entity with a hash"])
+def test_the_reports_wandb_flags_are_checked_before_anything_is_written(
+        four_by_three, capsys, flags, message):
+    from ablation.report.__main__ import main as report_main
+
+    before = sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*"))
+    assert report_main([str(four_by_three), "--wandb-mode", "offline", *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*")) == before

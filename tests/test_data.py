@@ -1,5 +1,6 @@
 """Every loader on real files or files made in the real format."""
 import gzip
+import logging
 import struct
 import tarfile
 
@@ -8,6 +9,7 @@ import pytest
 from PIL import Image
 
 from ablation.data import DataError, load_dataset
+from ablation.data.datasets import _download
 from ablation.data.formats import read_cifar, read_idx_folder
 from tests.helpers.archives import make_cifar_archive
 from tests.helpers.commands import run_cli
@@ -154,3 +156,40 @@ def test_the_process_cache_loads_a_dataset_once_and_hands_out_read_only_arrays()
     other = load_dataset_cached(cfg, seed=1)  # another split: loaded anew
     assert other is not first
     np.testing.assert_array_equal(np.sort(other.y_test), np.sort(first.y_test))
+
+
+def test_data_refusals_are_one_complete_line(tmp_path):
+    def offline():
+        raise Exception("URL fetch failure on https://www.cs.toronto.edu/~kriz/cifar-10-python"
+                        ".tar.gz: None -- [Errno -2] Name or service not known\nmore\n" + "x" * 300)
+    with pytest.raises(DataError) as error:
+        _download("CIFAR-10", offline)
+    message = str(error.value)
+    assert "\n" not in message and "Name or service not known" in message
+    assert message.endswith("dataset=fashion_mnist (Debian's dataset-fashion-mnist)")
+    not_a_tar = tmp_path / "cifar-10-python.tar.gz"
+    not_a_tar.write_bytes(b"this is not an archive at all" * 10)
+    with pytest.raises(DataError) as error:
+        read_cifar(not_a_tar, fine=False)
+    assert "\n" not in str(error.value)
+    assert str(error.value).endswith("re-download it or point dataset.path at a good copy")
+
+
+def test_non_image_files_in_class_folders_are_counted(tmp_path, caplog):
+    import numpy as np
+    from PIL import Image
+
+    from ablation.data.datasets import load_image_folder
+
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(3):
+            Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / cls / f"{i}.png")
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    (tmp_path / "b" / "labels.txt").write_text("x")
+    (tmp_path / "b" / "meta.csv").write_text("x")
+    with caplog.at_level(logging.WARNING):
+        load_image_folder({"path": str(tmp_path), "image_size": 8, "channels": 3,
+                           "test_fraction": 0.34, "split_seed": 0})
+    lines = [r.getMessage() for r in caplog.records if "not images" in r.getMessage()]
+    assert len(lines) == 1 and "skipped 3 file(s)" in lines[0] and "1 .csv, 2 .txt" in lines[0]

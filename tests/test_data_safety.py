@@ -295,7 +295,7 @@ def test_a_fifo_or_socket_among_the_images_is_skipped_by_reason_never_opened(tmp
             from ablation.data.fingerprint import data_fingerprint
             cfg = {{"name": "image_folder", "path": {str(root)!r}, "image_size": 8,
                     "channels": 3, "test_fraction": 0.34, "split_seed": 0,
-                    "validation_fraction": 0.2}}
+                    "validation_fraction": 0.2, "limit_train": None, "limit_test": None}}
             data = load_dataset(cfg, 0)
             print("images", len(data.x_train) + len(data.x_val) + len(data.x_test))
             print(data_fingerprint(cfg)["source"])

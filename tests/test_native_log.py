@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from ablation.runtime.native_log import quiet_native_stderr
 from tests.helpers.commands import run_cli
 from tests.helpers.paths import ROOT
 
@@ -93,3 +94,18 @@ def test_a_sweep_prints_no_native_start_up_line(tmp_path, backend, estimate):
     assert "test top-1" in terminal
     for line in NATIVE:
         assert line not in terminal, (line, terminal[-3000:])
+
+
+def test_native_log_lines_are_dropped_and_others_kept(capfd, monkeypatch):
+    monkeypatch.delenv("VIT_ABLATION_DEBUG", raising=False)
+    native = (b"WARNING: All log messages before absl::InitializeLog() is called are written to "
+              b"STDERR\nI0000 00:00:1795366846.926888    5836 cudart_stub.cc:31] Could not find "
+              b"cuda drivers on your machine, GPU will not be used.\nE0000 00:00:1795366853.973241"
+              b"    5836 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n")
+    with quiet_native_stderr():
+        os.write(2, native + b"a Python warning\n")
+    assert capfd.readouterr().err == "a Python warning\n"
+    monkeypatch.setenv("VIT_ABLATION_DEBUG", "1")
+    with quiet_native_stderr():
+        os.write(2, native)
+    assert "cudart_stub" in capfd.readouterr().err

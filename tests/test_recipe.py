@@ -9,6 +9,7 @@ from ablation.data.batches import Mixer, TrainingBatches, one_hot, training_batc
 from ablation.model.layers import TransformerBlock
 from ablation.model.regularization import DropPath
 from ablation.train.compile import compile_model, learning_rate_schedule
+from ablation.train.inputs import Feed
 
 
 def constant_batch(n=8, side=8):
@@ -79,8 +80,8 @@ def test_transformer_block_drops_both_branches():
 def test_label_smoothing_changes_the_loss_as_defined():
     k, eps = 4, 0.1
     model = keras.Sequential([keras.Input((k,)), keras.layers.Identity()])
-    trainer = {"epochs": 1, "warmup_fraction": 0.0, "learning_rate": 1e-3,
-               "weight_decay": 0.0, "label_smoothing": eps}
+    trainer = {**compose("experiment=smoke").trainer, "epochs": 1, "warmup_fraction": 0.0,
+               "learning_rate": 1e-3, "weight_decay": 0.0, "label_smoothing": eps}
     compile_model(model, trainer, 1, k, soft_targets=True)
     logits = np.array([[2.0, 0.5, -1.0, 0.0]], dtype=np.float32)
     target = one_hot(np.array([0]), k)
@@ -94,8 +95,9 @@ def test_label_smoothing_changes_the_loss_as_defined():
 def test_passes_per_epoch_triple_the_steps_and_the_order_is_reproducible():
     x = np.zeros((100, 4, 4, 1), np.float32)
     y = np.arange(100) % 10
-    one = training_batches(x, y, 10, {"batch_size": 10}, {}, seed=0)
-    three = training_batches(x, y, 10, {"batch_size": 10, "passes_per_epoch": 3}, {}, seed=0)
+    feed = dict(soft=False, mixing=None, augment=None, workers=1, seed=0)
+    one = training_batches(x, y, 10, 10, passes=1, **feed)
+    three = training_batches(x, y, 10, 10, passes=3, **feed)
     assert (len(one), len(three)) == (10, 30)
     assert sorted(three.order.tolist()) == sorted(list(range(100)) * 3)
     again = TrainingBatches(x, y, 10, 10, passes=3, seed=0)
@@ -107,8 +109,8 @@ def test_passes_per_epoch_triple_the_steps_and_the_order_is_reproducible():
 
 
 def test_schedule_warms_up_for_warmup_epochs_and_ends_at_the_floor():
-    trainer = {"epochs": 100, "learning_rate": 1e-3, "warmup_epochs": 10,
-               "warmup_fraction": 0.1, "min_learning_rate": 1e-6}
+    trainer = {**compose("experiment=smoke").trainer, "epochs": 100, "learning_rate": 1e-3,
+               "warmup_epochs": 10, "warmup_fraction": 0.1, "min_learning_rate": 1e-6}
     steps = 7
     schedule = learning_rate_schedule(trainer, steps)
     lr = lambda step: float(keras.ops.convert_to_numpy(schedule(step)))
@@ -139,7 +141,7 @@ def test_official_protocol_trains_on_everything_and_records_the_best_test_epoch(
 
     cfg = compose("experiment=smoke", "trainer.epochs=2", "trainer.verbose=0",
                   "trainer.protocol=official", "trainer.label_smoothing=0.1",
-                  "trainer.passes_per_epoch=2", "+augmentation.mixing.probability=0.5",
+                  "trainer.passes_per_epoch=2", "augmentation.mixing.probability=0.5",
                   "model.drop_path=0.1", "wandb.mode=disabled", "trainer.checkpoint=false",
                   "dataset.limit_train=300", "dataset.limit_test=100", "model.depth=1",
                   "trainer.save_model=false")
@@ -348,8 +350,8 @@ def test_official_pipeline_augments_each_image_before_the_mixing():
     assert augmentation["implementation"] == "official"
     x = np.random.default_rng(0).integers(0, 256, (64, 32, 32, 3)).astype(np.float32)
     y = np.arange(64) % 10
-    trainer = {**dict(cfg.trainer), "data_workers": 1}
-    make = lambda: training_batches(x, y, 10, trainer, augmentation, seed=3)
+    feed = Feed.of({**cfg, "trainer": {**cfg.trainer, "data_workers": 1}})
+    make = lambda: training_batches(x, y, 10, **feed.pipeline(x, None), seed=3)
     a, b = make(), make()
     assert a.augment is not None and a.mixer is not None and a.passes == 3
     images, targets = a[1]

@@ -152,7 +152,7 @@ def test_config_records_preflight_and_report_load_no_keras_tensorflow_or_wandb()
     ("diagnostics.probe_images=8", False),
     ("dataset.path=/x", False),
     ("trainer.verbose=0", False),
-    ("+trainer.data_workers=2", False),
+    ("trainer.data_workers=2", False),
 ])
 def test_only_settings_name_a_job_folder(override, named):
     """One list says which keys are not settings (ablation.config.settings); the job

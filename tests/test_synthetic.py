@@ -34,8 +34,7 @@ def test_synthetic_without_its_sizes_is_one_line():
     from ablation.data import check_source
 
     with pytest.raises(DataError, match="dataset=synthetic needs dataset.train_size"):
-        check_source({"name": "synthetic", "test_size": 5, "num_classes": 2, "image_size": 8,
-                      "channels": 1})
+        check_source({**_synthetic(), "train_size": None})
 
 
 @pytest.mark.slow

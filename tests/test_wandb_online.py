@@ -5,10 +5,8 @@ import threading
 
 from ablation.runs.record import find_records, read_record
 from tests.helpers.commands import run_cli, smoke_overrides
-from tests.helpers.wandb_runs import wandb_inspect
 
 PLANTED_ENV = "plantedenvkey" + "0" * 27          # 40 characters, like a W&B key
-PLANTED_CLI = "plantedclikey" + "1" * 27
 
 
 def online_sweep(tmp_path, env, *extra):
@@ -18,10 +16,9 @@ def online_sweep(tmp_path, env, *extra):
 
 
 @pytest.mark.slow
-def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path, wandb_cli):
+def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path):
     result = online_sweep(
-        tmp_path / "out", {"WANDB_API_KEY": PLANTED_ENV, "WANDB_BASE_URL": "http://127.0.0.1:9"},
-        f"+wandb.api_key={PLANTED_CLI}")
+        tmp_path / "out", {"WANDB_API_KEY": PLANTED_ENV, "WANDB_BASE_URL": "http://127.0.0.1:9"})
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout + result.stderr
     assert "W&B online is unavailable (cannot reach 127.0.0.1:9" in out
@@ -29,14 +26,10 @@ def test_no_network_falls_back_to_offline_and_leaks_no_secret(tmp_path, wandb_cl
     (path,) = find_records(tmp_path / "out")
     record = read_record(path)
     assert record["status"] == "completed" and record["wandb"]["mode"] == "offline"
-    assert record["config"]["wandb"]["api_key"] == "***redacted***"
-    seen = wandb_inspect(wandb_cli, path.parent / record["wandb"]["dir"])
-    assert seen["config"]["wandb"]["api_key"] == "***redacted***"
-    # neither key anywhere: records, Hydra's saved configs, logs, W&B files, console
+    # the key nowhere: records, Hydra's saved configs, logs, W&B files, console
     for file in (tmp_path / "out").rglob("*"):
         if file.is_file():
-            data = file.read_bytes()
-            assert PLANTED_ENV.encode() not in data and PLANTED_CLI.encode() not in data, file
+            assert PLANTED_ENV.encode() not in file.read_bytes(), file
     assert PLANTED_ENV not in out
 
 

@@ -25,7 +25,10 @@ def build_augmentation(
     seed: int | None = None,
     implementation: str = "fused",
     input_size: int | None = None,
-    **recipe,
+    crop_padding: int = 0,
+    policy: str | None = None,
+    random_erasing: float = 0.0,
+    **pipeline,
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
 
@@ -37,13 +40,15 @@ def build_augmentation(
     backend); ``"keras_layers"`` chains the keras.io example's four layers;
     ``"official"`` leaves only normalisation and resizing here, the per-image
     recipe running in the input pipeline (:mod:`ablation.augment.official`).
-    Under ``fused``/``keras_layers``, ``recipe`` holds the official recipe's keys
-    (crop, AutoAugment, erasing) built from Keras' own layers by
+    Under ``fused``/``keras_layers``, the official recipe's steps (``crop_padding``,
+    ``policy``, ``random_erasing``; off by default) are built from Keras' own layers by
     :func:`ablation.augment.recipe.recipe_layers` around the steps here: an
     approximation of the official recipe, not the recipe (see docs/paper-recipe.md);
     ``input_size`` is the side of the images fed in (before resizing), which
     the padded crop is relative to. Every random layer gets its own seed
     derived from ``seed`` (:func:`ablation.augment.seeding.layer_seed`).
+    ``pipeline``: the augmentation config's keys the input pipeline reads
+    (``mixing``, ``normalization``), ignored here.
     """
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by ablation.config.validate
         raise ValueError(f"augmentation.implementation must be one of "
@@ -62,7 +67,8 @@ def build_augmentation(
                              "(the official recipe): set them to 0")
         return keras.Sequential([normalization, AffineAugmentation(image_size, name="resize")],
                                 name="augmentation")
-    before, after = recipe_layers(recipe, seed=seed, input_size=input_size)
+    before, after = recipe_layers(crop_padding, policy, random_erasing, seed=seed,
+                                  input_size=input_size)
     if implementation == "fused":
         resample = AffineAugmentation(image_size, horizontal_flip=horizontal_flip,
                                       rotation=rotation, zoom=zoom,

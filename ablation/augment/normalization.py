@@ -70,9 +70,9 @@ def channel_statistics(images: np.ndarray) -> ChannelStatistics:
 
 def official_statistics(dataset: Mapping) -> ChannelStatistics:
     """``dataset.official_statistics`` (fractions of the range) in raw pixel units."""
-    given = dataset.get("official_statistics")
+    given = dataset["official_statistics"]
     if not given:
-        raise ValueError(f"dataset {dataset.get('name')!r} has no official_statistics: "
+        raise ValueError(f"dataset {dataset['name']!r} has no official_statistics: "
                          f"use augmentation.normalization=adapted")
     return ChannelStatistics(np.asarray(given["mean"], np.float64) * PIXEL_RANGE,
                              np.asarray(given["std"], np.float64) * PIXEL_RANGE, "official")
@@ -82,7 +82,7 @@ def normalization_statistics(config: Mapping, x_train: np.ndarray | None
                              ) -> ChannelStatistics | None:
     """The statistics a run config asks for: the official constants, or the
     training images' own (None when neither is given)."""
-    choice = (config.get("augmentation") or {}).get("normalization", "adapted")
+    choice = config["augmentation"]["normalization"]
     if choice == "official":
         statistics = official_statistics(config["dataset"])
         if x_train is not None and len(statistics.mean) != np.shape(x_train)[-1]:

@@ -172,7 +172,7 @@ def from_config(augmentation: Mapping, statistics: ChannelStatistics) -> Officia
     """The pipeline ``augmentation.implementation=official`` describes, for a model
     that normalises with ``statistics``."""
     return OfficialAugment(erasing_fill(statistics),
-                           horizontal_flip=bool(augmentation.get("horizontal_flip", True)),
-                           crop_padding=int(augmentation.get("crop_padding") or 0),
-                           policy=augmentation.get("policy"),
-                           random_erasing=float(augmentation.get("random_erasing") or 0.0))
+                           horizontal_flip=bool(augmentation["horizontal_flip"]),
+                           crop_padding=int(augmentation["crop_padding"]),
+                           policy=augmentation["policy"],
+                           random_erasing=float(augmentation["random_erasing"]))

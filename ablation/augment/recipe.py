@@ -12,26 +12,22 @@ pipeline (:mod:`ablation.data.batches`).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from keras import layers
 
 from ablation.augment.autoaugment import RANGE, AutoAugment
 from ablation.augment.seeding import layer_seed
 
 
-def recipe_layers(recipe: Mapping, seed: int | None = None, input_size: int | None = None
+def recipe_layers(crop_padding: int, policy: str | None, random_erasing: float,
+                  seed: int | None = None, input_size: int | None = None
                   ) -> tuple[list[layers.Layer], list[layers.Layer]]:
-    """(before normalisation, after normalisation) layers for the recipe keys.
-
-    Keys (all optional, off by default): ``crop_padding`` (pixels: a random
-    crop of the original size from the zero-padded image), ``policy``
-    (``autoaugment`` = the CIFAR-10 policy, ``randaugment``, or null),
-    ``random_erasing`` (probability). Other keys (``mixing``, ``normalization``) belong to the
-    input pipeline and are ignored here.
+    """(before normalisation, after normalisation) layers for the recipe's steps:
+    ``crop_padding`` (pixels: a random crop of the original size from the
+    zero-padded image; 0: none), ``policy`` (``autoaugment`` = the CIFAR-10
+    policy, ``randaugment``, or None), ``random_erasing`` (probability; 0: none).
     """
     before, after = [], []
-    padding = int(recipe.get("crop_padding") or 0)
+    padding = int(crop_padding)
     if padding:
         # shift by up to `padding` whole pixels with zero fill = pad, then crop the
         # original size at a random offset; the identity at inference. It runs on the
@@ -45,7 +41,6 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, input_size: int | No
                                                interpolation="nearest",
                                                seed=layer_seed(seed, "random_crop"),
                                                name="random_crop"))
-    policy = recipe.get("policy")
     if policy == "autoaugment":
         before.append(AutoAugment("cifar10", seed=seed, name="autoaugment"))  # seeds its parts
     elif policy == "randaugment":
@@ -54,7 +49,7 @@ def recipe_layers(recipe: Mapping, seed: int | None = None, input_size: int | No
                                          name="randaugment"))
     elif policy:
         raise ValueError(f"augmentation.policy={policy!r}: use autoaugment, randaugment or null")
-    erasing = float(recipe.get("random_erasing") or 0.0)
+    erasing = float(random_erasing)
     if erasing:
         # on normalised pixels: erase 2-40 % of the image (official sl, sh) with 0, the
         # mean colour

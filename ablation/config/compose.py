@@ -6,8 +6,9 @@ same overrides, refusing in one line what ``run_sweep.py`` would refuse.
 :func:`check_composes` and :func:`check_group_options` turn what Hydra would
 report as a block of lines or a traceback (an unknown group option, an
 override it cannot parse, a key that does not exist, an interpolation that
-cannot resolve) into one :class:`ConfigError` line, and refuse a value taken
-from the environment where it must not be
+cannot resolve) into one :class:`ConfigError` line, and refuse a secret in the
+resolved config (:func:`ablation.config.secrets.check_no_secrets`) and a value
+taken from the environment where it must not be
 (:func:`ablation.config.environment.check_environment`).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ablation.config.environment import check_environment
 from ablation.config.folders import folder_suffix
 from ablation.config.hydra_internals import args_parser, config_loader
 from ablation.config.refusals import ConfigError
+from ablation.config.secrets import check_no_secrets
 from ablation.config.switches import SWITCHES, variant_name
 
 CONFIG_NAME = "config"
@@ -38,7 +40,7 @@ def _variant_resolver(*, _root_) -> str:
     resolver error would surface as an interpolation traceback while Hydra
     names the output folder)."""
     try:
-        return variant_name({k: _root_.get(k, False) for k in SWITCHES})
+        return variant_name({k: _root_[k] for k in SWITCHES})
     except Exception:  # noqa: BLE001 - ConfigError, or an interpolation that fails
         return "invalid"
 
@@ -164,6 +166,7 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
             try:
                 cfg = compose(name, plain)
                 resolved = OmegaConf.to_container(cfg, resolve=True)
+                check_no_secrets(resolved)
                 check_environment(cfg, sweeps)
                 return resolved
             except ConfigError:

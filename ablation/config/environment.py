@@ -3,8 +3,7 @@
 A folder name, a switch, the seed or a setting read from the environment
 would name folders and identify runs (run.json, W&B) by a value the command
 line does not show, so :func:`check_environment` refuses it before Hydra
-writes anything. A variable named like a secret (``WANDB_API_KEY``) is
-refused in any value: its value would be copied into run.json and W&B.
+writes anything. A secret is refused in any value by :mod:`ablation.config.secrets`.
 Paths (``dataset.path``, ``results_dir``) and where and how W&B logs
 (``wandb.*``) may come from the environment: ``dataset.path=${oc.env:DATA}/cifar``
 keeps working, and its resolved value is what run.json records.
@@ -13,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ablation.config.folders import FOLDER_KEYS
+from ablation.config.folders import FOLDER_KEYS, override_key
 from ablation.config.refusals import ConfigError
-from ablation.config.secrets import is_secret_key, override_key
 from ablation.config.settings import is_setting
 from ablation.config.switches import SWITCHES
 
@@ -90,8 +88,7 @@ def _names_or_defines_the_run(key: str) -> bool:
 def check_environment(cfg, sweeps=()) -> None:
     """Refuse, in one line, a value taken from the environment (``${oc.env:VAR}``,
     directly or through other keys at any depth) in a folder name (``name``,
-    ``sweep_id``, ``run_name``), a switch, the seed or any setting; and a
-    variable named like a secret (``WANDB_API_KEY``, ``HF_TOKEN``) in any value.
+    ``sweep_id``, ``run_name``), a switch, the seed or any setting.
 
     ``cfg`` is the composed, unresolved config; ``sweeps`` the parsed sweep
     overrides (``name=a,${oc.env:X}``), whose values ``cfg`` does not hold."""
@@ -102,12 +99,6 @@ def check_environment(cfg, sweeps=()) -> None:
         key = override_key(override.input_line)
         values += [(key, str(v)) for v in getattr(override.value(), "list", None) or ()]
     for key, text in values:
-        secret = next((v for v in _ENVIRONMENT.findall(text) if is_secret_key(v)), None)
-        if secret:
-            raise ConfigError(
-                f"{key}={text!r} would copy {secret}, a secret by its name, into run.json "
-                f"and W&B: leave it in the environment, unrecorded (W&B reads "
-                f"WANDB_API_KEY there itself)")
         variable = source(key, text) if _names_or_defines_the_run(key) else None
         if variable is not None:
             raise ConfigError(

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 
 from ablation.config.backend import backend_suffix
 from ablation.config.refusals import ConfigError
-from ablation.config.secrets import names_secret, override_key
 from ablation.config.settings import names_job_folder
 
 FOLDER_KEYS = ("name", "sweep_id", "run_name")  # each names one folder
@@ -45,18 +44,20 @@ def split_overrides(text: str) -> list[str]:
     return [item for item in items if item]
 
 
+def override_key(text: str) -> str:
+    """The key an override sets: ``+wandb.tags@pkg=[x]`` -> ``wandb.tags``."""
+    return text.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+
+
 def folder_suffix(overrides: str) -> str:
     """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty;
     on a backend other than TensorFlow, ``backend=<name>`` last
     (:func:`ablation.config.backend.backend_suffix`): another backend is another job.
 
     Only overrides of settings name a folder (:func:`ablation.config.settings.names_job_folder`).
-    Overrides of secret-looking keys, or whose value holds one (or was
-    redacted), are left out, whole: a folder name is no place for a key
-    passed on the command line.
     """
     kept = [item for item in split_overrides(str(overrides or ""))
-            if names_job_folder(override_key(item)) and not names_secret(item)]
+            if names_job_folder(override_key(item))]
     backend = backend_suffix()
     kept += [backend] if backend else []
     return "_" + ",".join(kept) if kept else ""
@@ -92,6 +93,5 @@ def check_folder_names(config: Mapping, job_folder: str) -> None:
     """``name``, ``sweep_id``, ``run_name`` and the job folder's name, before
     anything is written under them."""
     for key in FOLDER_KEYS:
-        if config.get(key) is not None:
-            check_folder_name(key, config[key])
+        check_folder_name(key, config[key])
     check_folder_name(None, job_folder, MAX_FOLDER_NAME_LENGTH)

@@ -8,6 +8,10 @@ against it and turns pydantic's report into the one refusal line of
 number in [0, 1)``. Checks that relate two keys (a patch size that divides the
 image size) stay in :mod:`ablation.config.validate`.
 
+No field has a default: every value comes from ``conf/`` (its defaults live
+there only), and a key missing from a config is refused, naming it. A key
+that may be empty is declared ``... | None`` and still has to be there.
+
 Keys a user adds with ``+group.key=...`` are accepted (and not used), except
 in ``model``, whose keys are the model's arguments.
 """
@@ -74,23 +78,23 @@ class Trainer(BaseModel):
     epochs: PositiveInt
     batch_size: PositiveInt
     learning_rate: PositiveNumber
-    weight_decay: NonNegative = 0.0
-    optimizer_epsilon: PositiveNumber = 1e-7
-    epsilon_form: _one_of(EPSILON_FORMS) = "keras"
+    weight_decay: NonNegative
+    optimizer_epsilon: PositiveNumber
+    epsilon_form: _one_of(EPSILON_FORMS)
     warmup_fraction: Annotated[NonNegative, Field(lt=1, description="must be in [0, 1)")]
-    warmup_epochs: Count | None = None
-    min_learning_rate: NonNegative = 0.0
-    label_smoothing: Annotated[Rate, Field(description="must be a number in [0, 1)")] = 0.0
-    passes_per_epoch: PositiveInt = 1
-    protocol: _one_of(PROTOCOLS) = "holdout"
-    precision: _one_of(PRECISIONS) = "float32"
+    warmup_epochs: Count | None
+    min_learning_rate: NonNegative
+    label_smoothing: Annotated[Rate, Field(description="must be a number in [0, 1)")]
+    passes_per_epoch: PositiveInt
+    protocol: _one_of(PROTOCOLS)
+    precision: _one_of(PRECISIONS)
     verbose: Annotated[Literal["auto", 0, 1, 2],
-                       Field(description="is not one of auto, 0, 1, 2")] = "auto"
-    checkpoint: Flag = True
-    save_model: Flag = True
-    data_workers: PositiveInt | None = None
+                       Field(description="is not one of auto, 0, 1, 2")]
+    checkpoint: Flag
+    save_model: Flag
+    data_workers: PositiveInt
     pad_batches: Annotated[Literal["auto", True, False],
-                           Field(description="is not one of auto, true, false")] = "auto"
+                           Field(description="is not one of auto, true, false")]
 
 
 class Model(BaseModel):
@@ -103,19 +107,19 @@ class Model(BaseModel):
     num_heads: PositiveInt
     key_dim: PositiveInt | None
     mlp_hidden_units: Units
-    mlp_output_units: PositiveInt | None = None
-    dropout: Rate = 0.0
-    attention_dropout: Rate = 0.0
-    embedding_dropout: Rate = 0.0
-    pooling: _one_of(("flatten", "class_token", "mean")) = "flatten"
-    head_units: Units = []
-    head_dropout: Rate = 0.0
-    temperature_per_head: Flag = False
-    temperature_form: _one_of(("divide", "multiply")) = "divide"
-    qkv_bias: Flag = True
-    drop_path: Rate = 0.0
-    init: _one_of(INITIALISATIONS) = "keras"
-    layer_norm_epsilon: PositiveNumber = 1e-6
+    mlp_output_units: PositiveInt | None
+    dropout: Rate
+    attention_dropout: Rate
+    embedding_dropout: Rate
+    pooling: _one_of(("flatten", "class_token", "mean"))
+    head_units: Units
+    head_dropout: Rate
+    temperature_per_head: Flag
+    temperature_form: _one_of(("divide", "multiply"))
+    qkv_bias: Flag
+    drop_path: Rate
+    init: _one_of(INITIALISATIONS)
+    layer_norm_epsilon: PositiveNumber
 
 
 class Statistics(BaseModel):
@@ -128,72 +132,72 @@ class Statistics(BaseModel):
 
 class Dataset(BaseModel):
     model_config = _group()
-    official_statistics: Statistics | None = None
+    official_statistics: Statistics | None
     name: Text
-    path: Annotated[StrictStr, Field(description="must be a path")] | None = None
-    search_paths: Texts = []
-    class_names: Annotated[list[StrictStr | StrictInt], Field(description="must be a list of names")] | None = None
-    image_size: PositiveInt | None = None
-    channels: _one_of((1, 3)) | None = None
-    test_fraction: Fraction | None = None
+    path: Annotated[StrictStr, Field(description="must be a path")] | None
+    search_paths: Texts
+    class_names: Annotated[list[StrictStr | StrictInt], Field(description="must be a list of names")] | None
+    image_size: PositiveInt | None
+    channels: _one_of((1, 3)) | None
+    test_fraction: Fraction | None
     validation_fraction: Fraction
-    split_seed: Seed = 0
-    limit_train: PositiveInt | None = None
-    limit_test: PositiveInt | None = None
-    train_size: PositiveInt | None = None   # dataset=synthetic: the images drawn per split
-    test_size: PositiveInt | None = None
-    num_classes: Annotated[StrictInt, Field(ge=2, description="must be an integer >= 2")] | None = None
+    split_seed: Seed
+    limit_train: PositiveInt | None
+    limit_test: PositiveInt | None
+    train_size: PositiveInt | None  # dataset=synthetic: the images drawn per split
+    test_size: PositiveInt | None
+    num_classes: Annotated[StrictInt, Field(ge=2, description="must be an integer >= 2")] | None
 
 
 class Mixing(BaseModel):
     model_config = _group()
-    probability: Probability = 0.0
-    mixup_alpha: NonNegative = 1.0
-    cutmix_alpha: NonNegative = 1.0
+    probability: Probability
+    mixup_alpha: NonNegative
+    cutmix_alpha: NonNegative
 
 
 class Augmentation(BaseModel):
     model_config = _group()
-    horizontal_flip: Flag = False
-    rotation: Annotated[NonNegative, Field(description="must be a number >= 0 (turns)")] = 0.0
-    zoom: Rate = 0.0
-    implementation: _one_of(AUGMENTATION_IMPLEMENTATIONS) = AUGMENTATION_IMPLEMENTATIONS[0]
-    crop_padding: Count = 0
-    policy: _one_of(("autoaugment", "randaugment")) | None = None
-    random_erasing: Probability = 0.0
-    mixing: Mixing = Mixing()
-    normalization: _one_of(NORMALIZATIONS) = "adapted"
+    horizontal_flip: Flag
+    rotation: Annotated[NonNegative, Field(description="must be a number >= 0 (turns)")]
+    zoom: Rate
+    implementation: _one_of(AUGMENTATION_IMPLEMENTATIONS)
+    crop_padding: Count
+    policy: _one_of(("autoaugment", "randaugment")) | None
+    random_erasing: Probability
+    mixing: Mixing
+    normalization: _one_of(NORMALIZATIONS)
 
 
 class Wandb(BaseModel):
     model_config = _group()
     mode: _one_of(WANDB_MODES)
     project: Name
-    entity: Name | None = None
-    group: Name | None = None
-    tags: Texts = []
-    verbose: Flag = False
-    log_model: Flag = False
+    entity: Name | None
+    group: Name | None
+    tags: Texts
+    verbose: Flag
+    log_model: Flag
 
 
 class Gpu(BaseModel):
     model_config = _group()
-    share_memory: Flag = True
+    share_memory: Flag
     jobs_at_once: Annotated[Literal["auto"] | PositiveInt,
-                            Field(description="must be auto or a positive integer")] = "auto"
+                            Field(description="must be auto or a positive integer")]
     compilation_cache: Annotated[StrictStr, Field(pattern=r"\S", description="must be a folder path, or null to compile every time")] | None
     devices: Annotated[list[Annotated[StrictInt, Field(ge=0)]
                             | Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9-]+$")]],
-                       Field(min_length=1, description="must be a list of GPU ids, e.g. [0,1], or null for every visible GPU")] | None = None
+                       Field(min_length=1, description="must be a list of GPU ids, e.g. [0,1], or null for every visible GPU")] | None
 
 
 class Diagnostics(BaseModel):
     model_config = _group()
-    enabled: Flag = False
-    probe_images: Count = 512  # positive when enabled: ablation.config.validate
-    probe_seed: Seed = 0
-    every_epoch: Flag = False
-    attention_maps: Count = 0
+    enabled: Flag
+    probe_images: Count  # positive when enabled: ablation.config.validate
+    probe_seed: Seed
+    every_epoch: Flag
+    attention_maps: Count
 
 
 class Published(BaseModel):
@@ -206,9 +210,9 @@ class Published(BaseModel):
 
 class Report(BaseModel):
     model_config = _group()
-    after_sweep: Flag = True
-    plots: Flag = True
-    published: Published | None = None  # the paper's top-1 beside the measured one
+    after_sweep: Flag
+    plots: Flag
+    published: Published | None  # the paper's top-1 beside the measured one
 
 
 class Tune(BaseModel):
@@ -221,10 +225,10 @@ class Tune(BaseModel):
     trials: PositiveInt
     sampler_seed: Seed
     search_seed: Seed
-    epochs: PositiveInt | None = None
-    role: _one_of(("trial", "final")) = "final"
-    study: Text | None = None
-    trial: Count | None = None
+    epochs: PositiveInt | None
+    role: _one_of(("trial", "final"))
+    study: Text | None
+    trial: Count | None
 
 
 # every switch of the registry (ablation.config.switches), first
@@ -239,17 +243,17 @@ class RunConfig(_Switches):
     results_dir: Text
     sweep_id: Name
     run_name: Name
-    resume: Flag = True
-    estimate: Flag = True
-    report: Report = Report()
+    resume: Flag
+    estimate: Flag
+    report: Report
     dataset: Dataset
     model: Model
-    augmentation: Augmentation = Augmentation()
+    augmentation: Augmentation
     trainer: Trainer
     wandb: Wandb
-    gpu: Gpu = Gpu(compilation_cache=None)
-    diagnostics: Diagnostics = Diagnostics()
-    tune: Tune | None = None
+    gpu: Gpu
+    diagnostics: Diagnostics
+    tune: Tune | None
 
 
 def declared(key: str) -> bool:
@@ -317,13 +321,28 @@ def check_schema(config: Mapping) -> None:
         raise ConfigError(refusal(e.errors()[0], config)) from None
 
 
+def missing_keys(config: Mapping, schema: type[BaseModel] = RunConfig,
+                 prefix: str = "") -> list[str]:
+    """The declared dotted keys ``config`` lacks, in every group it holds."""
+    missing = []
+    for name, info in schema.model_fields.items():
+        if name not in config:
+            missing.append(prefix + name)
+        elif (group := _group_model(info)) is not None and isinstance(config[name], Mapping):
+            missing += missing_keys(config[name], group, f"{prefix}{name}.")
+    return missing
+
+
+def _group_model(info: FieldInfo) -> type[BaseModel] | None:
+    return next((a for a in (info.annotation, *get_args(info.annotation))
+                 if isinstance(a, type) and issubclass(a, BaseModel)), None)
+
+
 def declared_keys(schema: type[BaseModel] = RunConfig, prefix: str = "") -> dict[str, str]:
     """Every declared dotted key and what its value must be (the docs' table)."""
     keys = {}
     for name, info in schema.model_fields.items():
-        group = next((a for a in (info.annotation, *get_args(info.annotation))
-                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if group is not None:
+        if (group := _group_model(info)) is not None:
             keys.update(declared_keys(group, f"{prefix}{name}."))
         else:
             keys[f"{prefix}{name}"] = _predicate(info).format(key=f"{prefix}{name}")

@@ -1,156 +1,107 @@
-"""Secrets never reach a record, a W&B config, a folder name or a saved file.
+"""Secrets are refused, never recorded: this tool needs none in its config.
 
-Keys belong in the environment (``WANDB_API_KEY``), which nothing here
-records. A secret passed anyway (on the command line, in a config file) is
-recognised by its key's name and its whole value is hidden.
+W&B reads its key from ``WANDB_API_KEY`` or ``~/.netrc``. A config that holds
+a secret anyway is refused in one line, before Hydra writes anything, naming
+the key and never the value: a key named like a secret at any depth; a URL
+with user-info; a value that holds the content of a secret-named environment
+variable, however it was built (the resolved config is judged, not only the
+command line); a value in a well-known credential format. A 40-hex W&B key
+is caught by its key's name or by matching ``WANDB_API_KEY``, not by its
+shape alone: a git commit hash has the same shape.
 """
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable, Mapping
 
-# The one definition of a secret-looking key, by its last dotted component,
-# case-insensitive. Either it *contains* one of these words (``api_key_b64``,
-# ``hf.tokens``, ``aws.private_key``) ...
-_SECRET_WORDS = r"(?:api_?key|token|secret|passw(?:or)?d|passphrase|private_?key|credential|auth)"
-# ... or it *is*, or ends in, one of these short words after ``_``, ``-``, ``.``
-# or a camel-case capital: ``key`` (``deploy.key``, ``ssh_key``, ``access_key``,
-# ``sshKey``; never ``key_dim``, ``keys`` or ``monkey``), ``pwd`` (``db_pwd``),
-# and ``*_pat``, a personal access token (``hf_pat``; a bare ``pat`` is not).
-_SECRET_ENDINGS = (r"(?:(?<![a-z0-9])(?:key|pwd)|(?<=[a-z0-9])(?-i:Key|Pwd|Pat)"
-                   r"|(?<=[_-])pat)(?!\w)")
-# No key of this project's config matches either (a test checks every composed
-# key); over-hiding a value is harmless, leaking one is not.
-SECRET_KEY = re.compile(rf"(?:{_SECRET_WORDS}[^.]*|{_SECRET_ENDINGS})$", re.IGNORECASE)
-REDACTED = "***redacted***"
-# A secret-named key inside a dict value (``{token: 'a b'}``, ``[{'auth': x}]``,
-# ``{ssh_key: x}``)
-_NESTED_SECRET = re.compile(rf"""(?:[\w+-]*{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS})['"]?\s*:""",
-                            re.IGNORECASE)
+from ablation.config.refusals import ConfigError
 
+HINT = "W&B reads WANDB_API_KEY or ~/.netrc; secrets never go in the config"
 
-def is_secret_key(key) -> bool:
-    """True for a key (dotted or not) whose last component names a secret."""
-    return bool(SECRET_KEY.search(str(key)))
+# A name (one dotted component, or an environment variable) names a secret if it
+# contains one of these words in any case (``api_key_b64``, ``GITHUB_TOKEN``), or
+# is or ends in ``key`` or ``pwd`` (``deploy.key``, ``ssh_key``, ``db_pwd``; never
+# ``key_dim``, ``keys`` or ``monkey``), or ends in ``_pat`` (a personal access token),
+# after ``_``, ``-`` or a camel-case capital (``sshKey``). A test checks that no key
+# of the suite's own config does.
+_SECRET_WORDS = re.compile(r"password|passwd|passphrase|secret|token|api_?key|credential", re.I)
+_SECRET_ENDINGS = re.compile(r"(?:^|[_-])(?:key|pwd)$|[_-]pat$", re.I)
+_SECRET_CAMEL = re.compile(r"[a-z0-9](?:Key|Pwd|Pat)$")
+# The shell's working folder is no secret, whatever its name says.
+NOT_SECRET_VARIABLES = ("PWD",)
+MIN_SECRET_LENGTH = 8  # a shorter variable (``TOKENIZERS_PARALLELISM=false``) guards nothing
 
-
-# Credentials inside any value: the user-info of a URL. With a password
-# (``scheme://user:password@host``) the password may hold any character but
-# white space (``#``, ``@``, ``/``, ``:``, quotes: ``https://u:p@ss/w#rd@host``),
-# so everything up to the last ``@`` of the unbroken text is hidden (a ``@``
-# further along the path hides more than needed: harmless); without one, the
-# user-info is what lies between ``//`` and the last ``@`` before the host ...
-_URL_USERINFO = re.compile(
-    r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^\s/?#:'\"]*:\S*|[^\s/?#@'\"]*(?:@[^\s/?#@'\"]*)*)@")
-# ... and ``token=...`` / ``password: ...`` inside a longer text.
-_EMBEDDED_SECRET = re.compile(rf"(?:{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS})['\"]?\s*[:=]",
-                              re.IGNORECASE)
+# What a value may hold that is a credential whatever its key: URL user-info ...
+_URL_USERINFO = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/?#@:]*(?::\S*)?@", re.I)
+# ... a secret-named assignment inside text (``?api_key=...``, ``{token: ...}``) ...
+_ASSIGNMENT = re.compile(r"""(?:^|[\s?&;.])([\w-]+)=\S|[{,]\s*["']?([\w-]+)["']?\s*:""")
+# ... and well-known credential formats.
+FORMATS = {
+    "a GitHub token": re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    "an OpenAI-style key": re.compile(r"\bsk-(?:[a-z]+-)?[A-Za-z0-9_]{20,}"),
+    "an AWS access key id": re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    "a presigned URL's signature": re.compile(r"X-(?:Amz|Goog)-Signature=", re.I),
+    "a session cookie": re.compile(r"(?<![\w.-])session(?:_?id)?=\S", re.I),
+    "a bearer token": re.compile(r"\bbearer\s+[A-Za-z0-9._~+/-]{20,}", re.I),
+}
 
 
-def holds_secret(value_text: str) -> bool:
-    """True if an override's value text has a secret-named key at any depth
-    (a dict, or a dict in a list), a URL with user-info or a ``token=...``
-    inside it, or was already redacted."""
-    return REDACTED in value_text or bool(_NESTED_SECRET.search(value_text)
-                                          or _URL_USERINFO.search(value_text)
-                                          or _EMBEDDED_SECRET.search(value_text))
+def names_secret(name) -> bool:
+    """True for a name (one component, not a dotted path) that names a secret."""
+    name = str(name)
+    return bool(_SECRET_WORDS.search(name) or _SECRET_ENDINGS.search(name)
+                or _SECRET_CAMEL.search(name))
 
 
-def redact(value):
-    """A copy with the values of secret-looking keys (``api_key``, ``token``...)
-    hidden whole, and credentials inside any other text (URL user-info,
-    ``password=...``) masked.
-
-    This catches a secret passed on the command line or in a config file
-    before it reaches a record or the W&B config.
-    """
-    if isinstance(value, dict):
-        return {k: REDACTED if is_secret_key(k) and v is not None else redact(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        return scrub_text(value)
-    return value
+def _secret_variables() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items()
+            if names_secret(name) and name not in NOT_SECRET_VARIABLES
+            and len(value) >= MIN_SECRET_LENGTH}
 
 
-# The whole value: a quoted string (either quote, with escapes; YAML's may span
-# lines), else the rest of the line, whatever it holds (spaces, commas, ``=``):
-# over-redacting a line of a saved file is harmless, leaking the second half of
-# a key is not. Lines below it that are indented deeper (a YAML block scalar, a
-# multi-line plain or quoted value, a nested mapping) belong to the value too.
-_SECRET_ASSIGNMENT = re.compile(
-    rf"((?<![\w.+-])(?P<key>[\w.+-]*?(?:{_SECRET_WORDS}[\w+-]*|{_SECRET_ENDINGS}))"
-    r"['\"]?[ \t]*[:=][ \t]*)"
-    r"""(?P<value>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.)*"|[^\n]*[^\s]|)""", re.IGNORECASE)
-# A bare ``key`` or ``pwd`` (no ``deploy.`` or ``ssh_`` before it) is a key only
-# where a key can stand: first on its line (a YAML mapping, a list item), after
-# ``{`` or ``,`` (a flow mapping, an override list) or ``?``, ``&``, ``;`` (a
-# URL's query). Elsewhere it is a word of prose: Hydra's saved help text says
-# ``[KEY=VALUE ...]`` and ``Any key: KEY=VALUE``, which must stay as they are.
-_BARE_ENDING = re.compile(r"[+~]*(?:key|pwd)", re.IGNORECASE)
-_KEY_POSITION = re.compile(r"(?:^[ \t]*(?:-[ \t]+)?|[{,?&;][ \t]*)$")
+def _problem(text: str, variables: Mapping[str, str]) -> str | None:
+    """What makes a value's text a secret, in words, or None."""
+    if _URL_USERINFO.search(text):
+        return "holds a URL with user-info (scheme://user:password@host)"
+    if name := next((v for v, content in variables.items() if content in text), None):
+        return f"holds the value of the environment variable {name}"
+    for match in _ASSIGNMENT.finditer(text):
+        if names_secret(name := match.group(1) or match.group(2)):
+            return f"holds a secret-named assignment ({name}=...)"
+    if what := next((what for what, pattern in FORMATS.items() if pattern.search(text)), None):
+        return f"holds what looks like {what}"
+    return None
 
 
-def _stands_as_key(text: str, match: re.Match) -> bool:
-    if not _BARE_ENDING.fullmatch(match.group("key")):
-        return True
-    line_start = text.rfind("\n", 0, match.start()) + 1
-    return bool(_KEY_POSITION.search(text[line_start:match.start()]))
+def _refuse(key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{key} {problem}: {HINT}")
 
 
-def _value_end(text: str, end: int, column: int) -> int:
-    """Where a value ending at ``end`` really ends: past the following lines
-    indented deeper than ``column`` (blank lines between them included)."""
-    line_end = text.find("\n", end)
-    if line_end < 0 or text[end:line_end].strip():
-        return end
-    position = last = line_end
-    while position < len(text):
-        next_end = text.find("\n", position + 1)
-        next_end = len(text) if next_end < 0 else next_end
-        line = text[position + 1:next_end]
-        if line.strip():
-            if len(line) - len(line.lstrip(" \t")) <= column:
-                break
-            last = next_end
-        position = next_end
-    return last
+def check_no_secrets(config: Mapping, overrides: Iterable[str] = ()) -> None:
+    """Refuse, in one line, a secret in ``config`` (a resolved config: every key
+    at any depth and every value) or in the text of ``overrides`` (command-line
+    overrides, ``hydra.*`` included, each judged before it is parsed)."""
+    variables = _secret_variables()
+    for override in overrides:
+        key, _, text = override.partition("=")
+        key = key.lstrip("+~").split("@", 1)[0]
+        deletion = override.startswith("~")  # removes a key: its name carries nothing
+        if not deletion and any(names_secret(part) for part in re.split(r"[./]", key)):
+            raise _refuse(key, "names a secret")
+        if problem := _problem(text, variables):
+            raise _refuse(key, problem)
 
-
-def scrub_text(text: str) -> str:
-    """Hide the whole value in ``key: value`` / ``key=value`` where the key
-    looks secret, however many lines it spans, and the user-info of any URL."""
-    text = _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-    out, position, start = [], 0, 0
-    while match := _SECRET_ASSIGNMENT.search(text, start):
-        if not _stands_as_key(text, match):
-            start = match.start() + 1
-            continue
-        column = match.start() - (text.rfind("\n", 0, match.start()) + 1)
-        gap = "" if match.group("value") or match.group(1)[-1] in " \t=" else " "
-        out.append(text[position:match.start("value")] + gap + REDACTED)
-        position = start = _value_end(text, match.end(), column)
-    return "".join(out) + text[position:]
-
-
-def names_secret(override: str) -> bool:
-    """True for an override (``+wandb.api_key=...``, ``~x.token``, a dict
-    value holding ``{token: ...}``) whose key, or a key inside whose value at
-    any depth, names a secret; flags (``-m``, ``--config-dir=...``) are not."""
-    if override.startswith("-"):
-        return False
-    key, has_value, value = override.partition("=")
-    return (is_secret_key(override_key(key))
-            or bool(has_value) and holds_secret(value))
-
-
-def override_key(text: str) -> str:
-    """The key an override sets: ``+wandb.tags@pkg=[x]`` -> ``wandb.tags``."""
-    return text.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the whole value of every override that names a secret
-    replaced: a secret-named key, or one inside a dict value at any depth."""
-    return [f"{arg.split('=', 1)[0]}='{REDACTED}'" if "=" in arg and names_secret(arg) else arg
-            for arg in argv]
+    def walk(node, path: str) -> None:
+        if isinstance(node, Mapping):
+            for name, value in node.items():
+                key = f"{path}.{name}" if path else str(name)
+                if names_secret(name):
+                    raise _refuse(key, "names a secret")
+                walk(value, key)
+        elif isinstance(node, (list, tuple)):
+            for index, value in enumerate(node):
+                walk(value, f"{path}[{index}]")
+        elif isinstance(node, str) and (problem := _problem(node, variables)):
+            raise _refuse(path, problem)
+    walk(config, "")

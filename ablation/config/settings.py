@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 
 from ablation.config.refusals import ConfigError
-from ablation.config.secrets import redact
 from ablation.config.switches import SWITCHES
 
 # Config keys that may differ between runs of one comparison (flattened, dotted):
@@ -32,6 +31,20 @@ NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.",
                           "tune.")  # a search protocol: records say it (role, tuning)
 # A preset's name is no key of the composed config; it names the sweep folder itself.
 PRESET_GROUP = "experiment"
+
+# Settings that reached every preset of conf/ after runs were first recorded, each
+# with the value every run recorded without it trained with: a record's (or a
+# checkpoint's) config that lacks one is read with it, so an older run still
+# compares, resumes and reports beside a new one. A run's own config holds every key.
+ADDED_SETTINGS = {
+    "model.init": "keras", "model.layer_norm_epsilon": 1e-6,
+    "augmentation.crop_padding": 0, "augmentation.policy": None,
+    "augmentation.random_erasing": 0.0, "augmentation.mixing.probability": 0.0,
+    "augmentation.mixing.mixup_alpha": 1.0, "augmentation.mixing.cutmix_alpha": 1.0,
+    **{f"dataset.{key}": None for key in (
+        "class_names", "image_size", "channels", "test_fraction", "train_size", "test_size",
+        "num_classes", "official_statistics")},
+}
 
 
 def is_setting(key: str) -> bool:
@@ -60,8 +73,13 @@ def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
 
 def settings(config: Mapping) -> dict[str, str]:
     """The experiment's setting: every config key that defines what is trained,
-    flattened (``trainer.learning_rate``) with JSON-encoded values."""
-    return {k: v for k, v in flatten(config).items() if is_setting(k)}
+    flattened (``trainer.learning_rate``) with JSON-encoded values; a recorded
+    config without one of :data:`ADDED_SETTINGS` has the value it trained with."""
+    flat = flatten(config)
+    for key, value in ADDED_SETTINGS.items():
+        if key not in flat and not any(k.startswith(f"{key}.") for k in flat):
+            flat[key] = json.dumps(value, sort_keys=True)
+    return {k: v for k, v in flat.items() if is_setting(k)}
 
 
 def differing_keys(a: Mapping, b: Mapping) -> list[str]:
@@ -78,7 +96,7 @@ def check_same_config(earlier: Mapping | None, config: Mapping, folder) -> None:
     """Refuse to add ``config``'s run to a folder holding another configuration's."""
     if earlier is None or earlier.get("config") is None:
         return
-    differ = differing_keys(earlier["config"], redact(dict(config)))
+    differ = differing_keys(earlier["config"], config)
     if differ:
         raise ConfigError(
             f"{folder} holds a run of another configuration (differs in {', '.join(differ)}): "

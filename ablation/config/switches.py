@@ -88,8 +88,8 @@ def as_bool(value, key: str = "switch") -> bool:
 
 
 def switches(cfg: Mapping) -> dict[str, bool]:
-    """The switches of a config, as booleans (a switch the config lacks is off)."""
-    return {k: as_bool(cfg.get(k, False), k) for k in SWITCHES}
+    """The switches of a config, as booleans."""
+    return {k: as_bool(cfg[k], k) for k in SWITCHES}
 
 
 def variant_name(flags: Mapping) -> str:

@@ -33,7 +33,7 @@ class Protocol:
         return cls(params=tuple(tune["params"]), spread=float(tune["spread"]),
                    trials=int(tune["trials"]), sampler_seed=int(tune["sampler_seed"]),
                    search_seed=int(tune["search_seed"]),
-                   epochs=None if tune.get("epochs") is None else int(tune["epochs"]))
+                   epochs=None if tune["epochs"] is None else int(tune["epochs"]))
 
     def key(self) -> dict:
         """What makes two searches the same (the budget aside: more trials extend a study)."""
@@ -48,19 +48,19 @@ def rounded(value: float) -> float:
 
 
 def role(config: Mapping) -> str:
-    """``trial`` for a search job, ``final`` for every other run."""
-    return str((config.get("tune") or {}).get("role") or "final")
+    """``trial`` for a search job, ``final`` for every other run (no search: ``tune`` null)."""
+    return str(config["tune"]["role"]) if config["tune"] is not None else "final"
 
 
 def tuning_entry(config: Mapping) -> dict | None:
     """What a job's record says of its search (``None`` outside a tuned sweep):
     its study, its trial number (trials), the searched keys and their values
     here, the objective and the protocol."""
-    tune = config.get("tune")
-    if not tune or tune.get("study") is None:  # not launched by a tuned sweep
+    tune = config["tune"]
+    if tune is None or tune["study"] is None:  # not launched by a tuned sweep
         return None
     protocol = Protocol.of(tune)
     flat = flatten(config)
-    return {"study": tune.get("study"), "trial": tune.get("trial"),
+    return {"study": tune["study"], "trial": tune["trial"],
             "values": {key: json.loads(flat[key]) for key in protocol.params if key in flat},
             "objective": OBJECTIVE, "trials": protocol.trials, **protocol.key()}

@@ -1,5 +1,6 @@
 """Refuse a config that cannot train, with one line naming the fix, before
-any data is loaded or any model trained."""
+any data is loaded or any model trained; what passes is the run's config, read
+as it is (every key there: its schema declares no default)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -45,45 +46,53 @@ def check_wandb(cfg: Mapping) -> None:
     characters (``wandb.tags``, and ``dataset.name`` and ``model.name``, with
     which every logged run is tagged), a project name longer than 128
     characters or holding ``/ \\ # ? % :``, an entity holding those, and, for
-    a logged run, a group longer than 128 characters."""
-    wandb = cfg.get("wandb") or {}
-    check_wandb_destination(wandb.get("project"), wandb.get("entity"))
+    a logged run, a group longer than 128 characters. ``cfg`` has passed the schema."""
+    wandb = cfg["wandb"]
+    check_wandb_destination(wandb["project"], wandb["entity"])
     per_tag = f"W&B allows 1 to {WANDB_MAX_TAG} characters per tag"
-    for tag in map(str, wandb.get("tags") or []):
+    for tag in map(str, wandb["tags"]):
         if not tag:
             raise ConfigError(f"wandb.tags holds an empty tag; {per_tag}")
         if len(tag) > WANDB_MAX_TAG:
             raise ConfigError(f"wandb.tags: the tag {_shown(tag)} is {len(tag)} characters; "
                               f"{per_tag}: shorten it")
-    if wandb.get("mode") == "disabled":
+    if wandb["mode"] == "disabled":
         return
-    group = "" if wandb.get("group") is None else str(wandb["group"])
+    group = "" if wandb["group"] is None else str(wandb["group"])
     if len(group) > WANDB_MAX_GROUP:  # sweep_id unless set
         raise ConfigError(f"wandb.group={_shown(group)} (the sweep's id unless set) is "
                           f"{len(group)} characters: W&B allows at most {WANDB_MAX_GROUP} in a "
                           f"group name; set a shorter wandb.group, or use wandb.mode=disabled")
     for group in ("dataset", "model"):  # every logged run is tagged with these too
-        name = str((cfg.get(group) or {}).get("name", ""))
+        name = str(cfg[group]["name"])
         if not name or len(name) > WANDB_MAX_TAG:
             raise ConfigError(
                 f"{group}.name={_shown(name)} is {len(name)} characters, and every logged run "
                 f"is tagged with it: {per_tag}; shorten it, or use wandb.mode=disabled")
 
 
-def validate(cfg: Mapping) -> None:
-    """Refuse a config that cannot train, with one line naming the fix: every
-    value's type and range (:mod:`ablation.config.schema`), then what relates
-    two keys or the file system, then W&B's limits (:func:`check_wandb`)."""
+def validate(cfg) -> dict:
+    """The run's config, checked: a resolved plain dict holding every declared key,
+    which is what the job and everything below it read. ``cfg``: a Hydra
+    ``DictConfig`` (resolved here) or a plain mapping.
+
+    Refuses a config that cannot train, with one line naming the fix: a missing
+    key, every value's type and range (:mod:`ablation.config.schema`), then what
+    relates two keys or the file system, then W&B's limits (:func:`check_wandb`)."""
+    from omegaconf import DictConfig, OmegaConf
+
     from ablation.config.schema import check_schema  # it reads the names above
 
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    cfg = dict(cfg)
     check_schema(cfg)
     check_wandb(cfg)
-    cache = cfg["gpu"].get("compilation_cache") if cfg.get("gpu") else None
+    cache = cfg["gpu"]["compilation_cache"]
     if cache is not None and Path(cache).expanduser().is_file():
         raise ConfigError(f"gpu.compilation_cache={cache!r} is a file, not a folder")
-    augmentation = cfg.get("augmentation") or {}
-    if augmentation.get("normalization") == "official":
-        statistics = cfg["dataset"].get("official_statistics")
+    if cfg["augmentation"]["normalization"] == "official":
+        statistics = cfg["dataset"]["official_statistics"]
         if not statistics:
             raise ConfigError(
                 f"augmentation.normalization=official needs the official code's constants, "
@@ -93,7 +102,7 @@ def validate(cfg: Mapping) -> None:
             raise ConfigError("dataset.official_statistics: mean and std need one value "
                               "per channel each")
     model = cfg["model"]
-    if model.get("key_dim") is None and model["dim"] % model["num_heads"]:
+    if model["key_dim"] is None and model["dim"] % model["num_heads"]:
         raise ConfigError(
             f"model.num_heads={model['num_heads']} does not divide model.dim={model['dim']} "
             f"(needed when model.key_dim is null); set model.key_dim or change num_heads")
@@ -101,9 +110,10 @@ def validate(cfg: Mapping) -> None:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
-    diagnostics = cfg.get("diagnostics") or {}
-    if diagnostics.get("enabled") and diagnostics["probe_images"] < 1:
+    diagnostics = cfg["diagnostics"]
+    if diagnostics["enabled"] and diagnostics["probe_images"] < 1:
         raise ConfigError(f"diagnostics.probe_images={diagnostics['probe_images']!r} must be a "
                           f"positive integer (diagnostics.enabled=true probes that many images)")
     if as_bool(cfg["spt"], "spt") and model["patch_size"] < 2:
         raise ConfigError("spt=true needs model.patch_size >= 2 (it shifts by half a patch)")
+    return cfg

@@ -9,7 +9,8 @@ too, before the mixing, in the official order
 mixing is numpy written to the official code's draws: one weight or one box
 per batch, the box clipped at the border, the label weight the pasted share
 (Keras' ``MixUp`` draws one weight per image, its ``CutMix`` keeps the box
-inside the image).
+inside the image). It reads no config: the training side hands it plain
+arguments (:class:`ablation.train.inputs.Feed`).
 
 One "epoch" is ``passes`` shuffled passes over the training set (the
 official code's repeated-augmentation sampler with ``--ra 3`` and one
@@ -27,14 +28,11 @@ rows change nothing (see :func:`padded`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 import keras
 import numpy as np
 
-from ablation.augment.normalization import ChannelStatistics, channel_statistics
 from ablation.augment.official import OfficialAugment
-from ablation.augment.official import from_config as official_augment
 
 
 def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
@@ -214,50 +212,20 @@ class TrainingBatches(keras.utils.PyDataset):
         self._order()
 
 
-def needs_pipeline(trainer: Mapping, augmentation: Mapping) -> bool:
-    """Whether a run needs :class:`TrainingBatches` (else plain arrays go to ``fit``)."""
-    mixing = (augmentation or {}).get("mixing") or {}
-    return (int(trainer.get("passes_per_epoch", 1)) > 1
-            or in_pipeline(augmentation)
-            or float(trainer.get("label_smoothing", 0.0)) > 0
-            or float(mixing.get("probability", 0.0)) > 0)
+def training_batches(x, y, num_classes: int, batch_size: int, *, passes: int, soft: bool,
+                     mixing: tuple[float, float, float] | None, augment: OfficialAugment | None,
+                     workers: int, seed: int, initial_epoch: int = 0,
+                     pad: bool = False) -> TrainingBatches:
+    """The training pipeline: ``passes`` shuffled passes per epoch, one-hot/soft
+    targets when ``soft``, ``mixing`` = (probability, Mixup alpha, CutMix alpha) of
+    a :class:`Mixer` or None, ``augment`` (the official per-image augmentation) or
+    None, ``pad``: full batches with sample weights (see :class:`TrainingBatches`).
 
-
-def in_pipeline(augmentation: Mapping) -> bool:
-    """Whether the per-image augmentation runs in this pipeline (the official one)."""
-    return (augmentation or {}).get("implementation") == "official"
-
-
-def soft_targets(trainer: Mapping, augmentation: Mapping) -> bool:
-    """Label smoothing and mixing train on one-hot/soft targets."""
-    mixing = (augmentation or {}).get("mixing") or {}
-    return (float(trainer.get("label_smoothing", 0.0)) > 0
-            or float(mixing.get("probability", 0.0)) > 0)
-
-
-def training_batches(x, y, num_classes: int, trainer: Mapping, augmentation: Mapping,
-                     seed: int, initial_epoch: int = 0, pad: bool = False,
-                     statistics: ChannelStatistics | None = None) -> TrainingBatches:
-    """The pipeline a run's ``trainer`` and ``augmentation`` config describe
-    (``pad``: full batches with sample weights, see :class:`TrainingBatches`).
-    ``statistics``: the model's normalisation (the official erasing fill is
-    given in its units); by default the exact statistics of ``x``.
-
-    ``trainer.data_workers`` > 1 prepares that many batches at once in threads
-    (Keras' ``PyDataset`` workers; numpy releases the GIL in its array loops).
+    ``workers`` > 1 prepares that many batches at once in threads (Keras'
+    ``PyDataset`` workers; numpy releases the GIL in its array loops).
     """
-    workers = int(trainer.get("data_workers") or 1)
-    mixing = dict((augmentation or {}).get("mixing") or {})
-    mixer = None
-    if float(mixing.get("probability", 0.0)) > 0:
-        mixer = Mixer(float(mixing["probability"]), float(mixing.get("mixup_alpha", 1.0)),
-                      float(mixing.get("cutmix_alpha", 1.0)), seed=seed)
-    augment = None
-    if in_pipeline(augmentation):
-        augment = official_augment(augmentation, statistics or channel_statistics(x))
-    return TrainingBatches(x, y, num_classes, int(trainer["batch_size"]),
-                           passes=int(trainer.get("passes_per_epoch", 1)),
-                           soft=soft_targets(trainer, augmentation), mixer=mixer,
-                           augment=augment, seed=seed,
+    mixer = Mixer(*mixing, seed=seed) if mixing is not None else None
+    return TrainingBatches(x, y, num_classes, batch_size, passes=passes, soft=soft,
+                           mixer=mixer, augment=augment, seed=seed,
                            initial_epoch=initial_epoch, pad=pad, workers=workers,
                            use_multiprocessing=False)

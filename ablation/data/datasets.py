@@ -58,7 +58,7 @@ def _download(name: str, load: Callable[[], tuple]) -> tuple:
 
 def load_cifar(cfg: Mapping, fine: bool) -> tuple:
     name = "CIFAR-100" if fine else "CIFAR-10"
-    if cfg.get("path"):
+    if cfg["path"]:
         return read_cifar(cfg["path"], fine)
     import keras
 
@@ -74,12 +74,12 @@ def load_cifar(cfg: Mapping, fine: bool) -> tuple:
 
 def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
     """MNIST or Fashion-MNIST: ``dataset.path``, then ``search_paths``, then download."""
-    candidates = [cfg.get("path")] if cfg.get("path") else list(cfg.get("search_paths") or [])
+    candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
     for folder in candidates:
         if files.kind(Path(folder)) == "folder":
             x_train, y_train, x_test, y_test = read_idx_folder(folder)
             break
-        if cfg.get("path"):
+        if cfg["path"]:
             raise DataError(f"dataset.path={folder} is not a folder with the IDX files")
     else:
         import keras
@@ -87,7 +87,7 @@ def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
         loader = getattr(keras.datasets, keras_name).load_data
         (x_train, y_train), (x_test, y_test) = _download(keras_name, loader)
         x_train, x_test = x_train[..., None], x_test[..., None]
-    classes = list(cfg.get("class_names") or [str(i) for i in range(10)])
+    classes = list(cfg["class_names"] or [str(i) for i in range(10)])
     return x_train, y_train, x_test, y_test, classes
 
 
@@ -112,7 +112,7 @@ def load_image_folder(cfg: Mapping) -> tuple:
     class needs two usable images where it is split (one to train on, one to
     validate or test on); fewer is refused naming the class.
     """
-    if not cfg.get("path"):
+    if not cfg["path"]:
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     root = Path(cfg["path"])
     if files.kind(root) != "folder":
@@ -153,7 +153,7 @@ def load_synthetic(cfg: Mapping) -> tuple:
     accuracy on them is chance, and the report says so.
     """
     check_source(cfg)
-    rng = np.random.default_rng(int(cfg.get("split_seed", 0)))
+    rng = np.random.default_rng(int(cfg["split_seed"]))
     size, channels = int(cfg["image_size"]), int(cfg["channels"])
     classes = int(cfg["num_classes"])
 
@@ -169,11 +169,11 @@ def load_synthetic(cfg: Mapping) -> tuple:
 def check_source(cfg: Mapping) -> None:
     """The cheap part of loading: the paths exist. Run for every job of a sweep
     before the first one trains, so a bad path fails in seconds, not hours in."""
-    name, path = cfg["name"], cfg.get("path")
+    name, path = cfg["name"], cfg["path"]
     if name not in LOADERS:
         raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
     if name == "synthetic":
-        missing = [k for k in SYNTHETIC_KEYS if cfg.get(k) is None]
+        missing = [k for k in SYNTHETIC_KEYS if cfg[k] is None]
         if missing:
             raise DataError(f"dataset=synthetic needs {', '.join('dataset.' + k for k in missing)} "
                             f"(see conf/dataset/synthetic_cifar100.yaml)")
@@ -198,13 +198,13 @@ def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
     loader to name, or refused here in one line."""
     name = cfg["name"]
     if name in ("mnist", "fashion_mnist"):
-        candidates = [cfg.get("path")] if cfg.get("path") else list(cfg.get("search_paths") or [])
+        candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
         source = next((Path(f) for f in candidates if files.kind(Path(f)) == "folder"), None)
-        if source is None and cfg.get("path"):
+        if source is None and cfg["path"]:
             source = Path(cfg["path"])
     else:
         source = Path(cfg["path"]) if name in ("cifar10", "cifar100", "image_folder") \
-            and cfg.get("path") else None
+            and cfg["path"] else None
     if source is None:
         return None
     what = files.kind(source)
@@ -252,9 +252,9 @@ def load_dataset(cfg: Mapping, seed: int) -> Dataset:
     if name not in LOADERS:
         raise DataError(f"dataset.name={name!r} is not one of {', '.join(LOADERS)}")
     x_train, y_train, x_test, y_test, classes = LOADERS[name](cfg)
-    split_seed = int(cfg.get("split_seed", 0))
-    x_train, y_train = _subset(x_train, y_train, cfg.get("limit_train"), split_seed)
-    x_test, y_test = _subset(x_test, y_test, cfg.get("limit_test"), split_seed)
+    split_seed = int(cfg["split_seed"])
+    x_train, y_train = _subset(x_train, y_train, cfg["limit_train"], split_seed)
+    x_test, y_test = _subset(x_test, y_test, cfg["limit_test"], split_seed)
     n_val = int(round(len(x_train) * float(cfg["validation_fraction"])))
     if len(x_train) - n_val < 1 or len(x_test) < 1:
         raise DataError(

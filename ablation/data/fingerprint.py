@@ -39,7 +39,7 @@ def _library_fingerprint(cfg: Mapping) -> dict:
 
         text = (f"numpy {np.__version__} synthetic {cfg['train_size']}+{cfg['test_size']} "
                 f"{cfg['image_size']}x{cfg['image_size']}x{cfg['channels']} "
-                f"{cfg['num_classes']} classes, seed {cfg.get('split_seed', 0)}")
+                f"{cfg['num_classes']} classes, seed {cfg['split_seed']}")
     elif cfg["name"] == "digits":
         import sklearn
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import keras
 
-from ablation.config import ConfigError, check_same_config, redact, validate
+from ablation.config import ConfigError, check_same_config, validate
 from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
 from ablation.job.records import base_record, failed, plain_config, run_tags, write_failure
@@ -119,8 +119,7 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
     and is re-raised so the launcher counts it. ``on_outcome`` hears what the
     job did, once, unless its input was refused.
     """
-    config = plain_config(cfg)
-    validate(config)
+    config = validate(cfg)  # what every step of the job reads
     output_dir = Path(output_dir)
     try:
         with job_lock(output_dir), keep_hydra_files(output_dir):
@@ -143,7 +142,7 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
 def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
     """The job, with the folder's lock held; returns the record and the outcome."""
     fingerprint = data_fingerprint(config["dataset"])  # what this run reads: its identity
-    if config.get("resume", True):
+    if config["resume"]:
         set_aside_unreadable_record(output_dir)
         previous = earlier_run(output_dir)
         check_same_config(previous, config, output_dir)
@@ -192,7 +191,7 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
         with native_stops_surfaced():  # Keras builds the checkpoint's model
             resume_from = (load_checkpoint(checkpoint_dir, int(config["seed"]),
                                            int(config["trainer"]["epochs"]))
-                           if config.get("resume", True) else None)
+                           if config["resume"] else None)
         run_id = resume_from.state.get("wandb_id") if resume_from else None
         if config["wandb"]["mode"] != "disabled" and (run_id or resume_from is None):
             # The earlier offline run of this id may be cut short by a kill: the
@@ -201,7 +200,7 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
             # aside every earlier attempt's run: its record describes the new one.
             set_aside_offline_runs(output_dir / "wandb", run_id,
                                    replaced_folder(output_dir) / "wandb")
-        with tracked_run(config["wandb"], name=record["run_name"], config=redact(config),
+        with tracked_run(config["wandb"], name=record["run_name"], config=config,
                          tags=run_tags(config), output_dir=output_dir, run_id=run_id
                          ) as tracker:
             record["wandb"] = tracker.info()  # its mode may be offline after a fallback

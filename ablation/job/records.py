@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablation.config import redact, switches, variant_name
+from ablation.config import switches, variant_name
 from ablation.config.tuning import role, tuning_entry
 from ablation.runs.record import SCHEMA_VERSION, write_record
 from ablation.runtime.provenance import environment
@@ -39,7 +39,7 @@ def base_record(config: Mapping) -> dict:
     return {
         "schema": SCHEMA_VERSION,
         "status": "running",
-        "run_name": config.get("run_name") or f"{variant_name(flags)}-s{config['seed']}",
+        "run_name": config["run_name"],
         "variant": variant_name(flags),
         "switches": flags,
         "dataset": config["dataset"]["name"],
@@ -61,7 +61,7 @@ def base_record(config: Mapping) -> dict:
         "environment": environment(),
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "finished_at": None,
-        "config": redact(dict(config)),
+        "config": dict(config),
         "error": None,
     }
 
@@ -113,6 +113,6 @@ def run_tags(config: Mapping) -> list[str]:
     flags = switches(config)
     return [variant_name(flags), *(f"{k}={'on' if v else 'off'}" for k, v in flags.items()),
             config["dataset"]["name"], config["model"]["name"],
-            *(["tuned", role(config)] if config.get("tune") else [])]
+            *(["tuned", role(config)] if config["tune"] is not None else [])]
 
 

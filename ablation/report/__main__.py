@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ablation.config.refusals import ConfigError
+from ablation.config.secrets import check_no_secrets
 from ablation.config.validate import check_wandb_destination
 from ablation.runs.record import RecordError
 from ablation.report.load import ReportError
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = {k: v for k, v in (("mode", args.wandb_mode), ("project", args.project),
                                   ("entity", args.entity)) if v}
     try:
+        check_no_secrets({"--project": args.project, "--entity": args.entity})
         check_wandb_destination(args.project, args.entity, spelled="--{key} ")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -37,12 +37,10 @@ import logging
 import os
 import shlex
 import socket
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ablation.config.secrets import scrub_text
 from ablation.config.switches import SWITCHES, as_bool, variant_label
 from ablation.config.tuning import role
 from ablation.files import entries, make_folder, set_aside
@@ -157,17 +155,6 @@ def unreachable(base_url: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _argv_without_secrets():
-    """wandb stores the command line (``sys.argv``) in the run's metadata."""
-    saved = sys.argv
-    sys.argv = [scrub_text(arg) for arg in saved]
-    try:
-        yield
-    finally:
-        sys.argv = saved
-
-
 def import_early(mode: str) -> None:
     """Import wandb, and what its first run imports, before TensorFlow is loaded.
 
@@ -193,23 +180,22 @@ def open_run(mode: str, output_dir: Path, **init):
 
     extra_settings = init.pop("settings", {})
     run = None
-    with _argv_without_secrets():
-        if mode == "online":
-            reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
-            if reason is None:
-                try:
-                    run = wandb.init(mode="online", **init, settings=wandb.Settings(
-                        init_timeout=INIT_TIMEOUT_S, **extra_settings))
-                except Exception as e:  # no credentials, server errors, timeouts
-                    first = str(e).splitlines()[0][:200] if str(e) else ""
-                    reason = f"{type(e).__name__}: {first}"
-            if run is None:
-                log.warning("W&B online is unavailable (%s); logging offline instead, upload "
-                            "later with: wandb sync %s/wandb/offline-run-*", reason,
-                            shlex.quote(str(output_dir)))
+    if mode == "online":
+        reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
+        if reason is None:
+            try:
+                run = wandb.init(mode="online", **init, settings=wandb.Settings(
+                    init_timeout=INIT_TIMEOUT_S, **extra_settings))
+            except Exception as e:  # no credentials, server errors, timeouts
+                first = str(e).splitlines()[0][:200] if str(e) else ""
+                reason = f"{type(e).__name__}: {first}"
         if run is None:
-            run = wandb.init(mode="offline" if mode == "online" else mode, **init,
-                             settings=wandb.Settings(**extra_settings))
+            log.warning("W&B online is unavailable (%s); logging offline instead, upload "
+                        "later with: wandb sync %s/wandb/offline-run-*", reason,
+                        shlex.quote(str(output_dir)))
+    if run is None:
+        run = wandb.init(mode="offline" if mode == "online" else mode, **init,
+                         settings=wandb.Settings(**extra_settings))
     return run
 
 

@@ -26,12 +26,12 @@ def configure(gpu: Mapping) -> None:
     on a GPU compiling the train and evaluation steps costs more than the
     epochs of a short job. Other backends ignore it.
     """
-    share = bool(gpu.get("share_memory", False))
+    share = bool(gpu["share_memory"])
     if share:
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     keras = import_keras()
 
-    if keras.backend.backend() == "jax" and gpu.get("compilation_cache"):
+    if keras.backend.backend() == "jax" and gpu["compilation_cache"]:
         _use_compilation_cache(os.path.expanduser(str(gpu["compilation_cache"])))
     if share and keras.backend.backend() == "tensorflow":
         import tensorflow as tf

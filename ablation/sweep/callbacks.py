@@ -68,7 +68,7 @@ class SweepStart(Callback):
 
         from ablation.config.refusals import Refused
 
-        if config.get("tune") is not None:
+        if config.tune is not None:
             raise Refused("tune=... searches each variant over many jobs: run it as a sweep, "
                           "with -m (python run_sweep.py -m ... tune=learning_rate)")
 
@@ -145,7 +145,7 @@ class SweepEnd(Callback):
 
     def on_multirun_end(self, config, **kwargs) -> None:
         sweep_dir = config.hydra.sweep.dir
-        if config.get("report", {}).get("after_sweep", True):
+        if config.report.after_sweep:
             self.write_report(config, sweep_dir)
         folders = launched.forget(sweep_dir)
         if folders is None:  # SweepStart left out of hydra.callbacks

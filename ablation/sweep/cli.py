@@ -24,10 +24,9 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from ablation.config import (ConfigError, Refused, conf_dir, print_refusal,  # noqa: E402
-                             redact_argv, register_resolvers, scrub_text, switches, validate)
+                             register_resolvers, switches)
 from ablation.config.switches import job_line  # noqa: E402
 from ablation.data import DataError, check_source  # noqa: E402
-from ablation.files import atomic_write, is_regular, read_text  # noqa: E402
 from ablation.runs.record import RECORD_FILENAME  # noqa: E402
 from ablation.runs.tracking import import_early  # noqa: E402
 from ablation.runtime.accelerator import configure as configure_device  # noqa: E402
@@ -44,7 +43,6 @@ from ablation.sweep.usage import print_job_configs, register_help_resolvers  # n
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
 
 CONF_DIR = conf_dir()
-HYDRA_FILE_LIMIT = 1 << 24  # a composed config is a few KiB
 register_resolvers()
 register_help_resolvers()
 log = logging.getLogger("vit-ablation")
@@ -55,16 +53,6 @@ def refuse(error: Exception, output_dir: str) -> Refused:
     command's own process prints the one line and removes the rest."""
     remove_created(output_dir)
     return Refused(error)
-
-
-def scrub_file(path) -> None:
-    """Hide secret-looking values in a file Hydra saved (its config and overrides)."""
-    if not is_regular(path):  # absent, or not Hydra's: a link or a FIFO is never opened
-        return
-    text = read_text(path, HYDRA_FILE_LIMIT, errors="surrogateescape")
-    scrubbed = scrub_text(text)
-    if scrubbed != text:
-        atomic_write(path, scrubbed.encode("utf-8", errors="surrogateescape"), fsync=False)
 
 
 def progress_line(cfg: DictConfig) -> str:
@@ -86,16 +74,12 @@ def job(cfg: DictConfig) -> float | None:
     processes (joblib, submitit, Ray) pickle it by reference."""
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
-    # Hydra saved the composed config and overrides before this job started:
-    # hide any secret passed on the command line there too.
-    for saved in ("config.yaml", "overrides.yaml", "hydra.yaml"):
-        scrub_file(os.path.join(output_dir, hydra_cfg.output_subdir or ".hydra", saved))
-    if hydra_cfg.mode.name == "MULTIRUN":
-        scrub_file(os.path.join(hydra_cfg.sweep.dir, "multirun.yaml"))
-    try:  # checked before Hydra wrote anything (SweepStart); again here for any launcher
-        validate(plain := OmegaConf.to_container(cfg, resolve=True))  # before Keras loads
-        check_source(plain["dataset"])
-    except (ConfigError, DataError) as e:
+    # The config was checked before Hydra wrote anything (SweepStart), and run_job
+    # checks it once more as it starts; the data's paths, on the machine that runs
+    # the job, before Keras loads:
+    try:
+        check_source(OmegaConf.to_container(cfg.dataset, resolve=True))
+    except DataError as e:
         raise refuse(e, output_dir) from None
     print(progress_line(cfg), flush=True)
     if hydra_cfg.mode.name == "MULTIRUN":  # for the per-epoch lines (ablation.train.progress)
@@ -103,7 +87,7 @@ def job(cfg: DictConfig) -> float | None:
     import_early(str(cfg.wandb.mode))
     # jobs side by side on a machine with several GPUs: one each, before any backend looks
     pin_gpu(int(hydra_cfg.job.num) if hydra_cfg.mode.name == "MULTIRUN" else None,
-            cfg.gpu.get("devices"))
+            cfg.gpu.devices)
     with quiet_native_stderr():  # TensorFlow's import and first device query
         configure_device(cfg.gpu)
         from ablation.job import JobBusy, run_job, write_failure
@@ -193,9 +177,6 @@ def run_hydra(args: list[str]) -> None:
 
 def main() -> None:
     """The command: checks the command line, then runs Hydra (``vit-ablation``)."""
-    # A secret-named override's value is never needed: hide it from Hydra,
-    # its saved files, its job lines, folder names and wandb's copy of argv.
-    sys.argv = redact_argv(sys.argv)
     publish(SweepContext())  # nothing inherited: a refusal removes only what this command made
     try:
         with interruptible():
@@ -205,8 +186,8 @@ def main() -> None:
                                   functools.partial(check_command_line, conf_dir=CONF_DIR))
             else:
                 # on a GPU, a multirun's jobs share it unless a launcher is named
-                setting = (composed or {}).get("gpu", {}).get("jobs_at_once", "auto")
-                shared = launcher_overrides(sys.argv[1:], setting) if composed else []
+                shared = (launcher_overrides(sys.argv[1:], composed["gpu"]["jobs_at_once"])
+                          if composed else [])
                 run_hydra([*sys.argv[1:], *shared])
     except KeyboardInterrupt as e:  # between jobs, or before the first
         print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)

@@ -37,7 +37,7 @@ def before_sweep(jobs: list[tuple[dict, Path]], launcher) -> None:
     from ablation.config.refusals import Refused
     from ablation.data import DataError
 
-    if not jobs or not jobs[0][0].get("estimate", True):
+    if not jobs or not jobs[0][0]["estimate"]:
         return
     try:
         target = str(launcher.get("_target_", ""))
@@ -55,11 +55,12 @@ def before_sweep(jobs: list[tuple[dict, Path]], launcher) -> None:
 def images(job: dict, counts: tuple[int, int, int]) -> tuple[int, int, int]:
     """(training images per epoch, images evaluated per epoch, test images) of a
     job whose dataset splits into ``counts`` (train, validation, test)."""
-    trainer, (train, val, test) = job["trainer"], counts
-    passes = int(trainer.get("passes_per_epoch", 1))
-    if trainer.get("protocol", "holdout") == "official":
-        return (train + val) * passes, test, test
-    return train * passes, val, test
+    from ablation.train.inputs import Feed
+
+    feed, (train, val, test) = Feed.of(job), counts
+    if job["trainer"]["protocol"] == "official":
+        return feed.images_per_epoch(train + val), test, test
+    return feed.images_per_epoch(train), val, test
 
 
 def split_counts(data) -> tuple[int, int, int]:
@@ -99,7 +100,7 @@ def announce(jobs: list[tuple[dict, Path]], in_process: bool, at_once: int = 1) 
         if key not in counts:
             counts[key] = split_counts(load_dataset(job["dataset"], int(job["seed"])))
         sizes.append((left, *images(job, counts[key])))
-    results_dir = Path(str(first.get("results_dir", "results")))
+    results_dir = Path(str(first["results_dir"]))
     speed = earlier_speed(first, results_dir) or (probe(first, data) if in_process else None)
     print("\n".join(report_lines([job for job, _ in todo], sizes, len(jobs), speed, device,
                                  min(at_once, len(todo)))), flush=True)
@@ -116,7 +117,7 @@ def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total
     from ablation.config.tuning import role
 
     trials = (sum(role(job) == "trial" for job in jobs)
-              if any(job.get("tune") for job in jobs) else None)
+              if any(job["tune"] is not None for job in jobs) else None)
     lines = [size_line(sizes, total_jobs, trials)]
     if speed is None:
         return [*lines, "estimate: none (no earlier run of this model here, and the probe runs "
@@ -171,9 +172,9 @@ def start_backend(job: dict) -> str:
     from ablation.runtime.native_log import quiet_native_stderr
     from ablation.runtime.process import freeze_imported_objects
 
-    import_early(str((job.get("wandb") or {}).get("mode", "offline")))
+    import_early(str(job["wandb"]["mode"]))
     with quiet_native_stderr():
-        configure(job.get("gpu") or {})
+        configure(job["gpu"])
         device = device_name()
     freeze_imported_objects()
     return device

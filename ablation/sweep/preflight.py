@@ -17,7 +17,9 @@ The command line (:func:`check_command_line`), in the command's process:
   without ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
   ``-m --cfg`` is not refused: the command prints every job's config
   (:mod:`ablation.sweep.usage`).
-- A Keras backend that cannot load (:func:`check_backend`), when a job is to run.
+- A config that lacks a declared key (``~gpu.jobs_at_once``:
+  :func:`check_complete`) and a Keras backend that cannot load
+  (:func:`check_backend`), when a job is to run.
 
 Every job of the sweep (:func:`check_jobs`, called by
 :class:`ablation.sweep.callbacks.SweepStart` with each job's composed config):
@@ -25,8 +27,9 @@ its values, its folder name, its data source, the
 paths it will write (:func:`check_paths`), no two jobs in one folder, and
 an earlier run in its folder of the same config and data.
 
-A secret passed as an override is hidden before any of this
-(:func:`ablation.config.secrets.redact_argv`, called by the command).
+A secret, in an override's text or in any job's resolved config or folder, is
+refused first, so that no other refusal echoes it
+(:func:`ablation.config.secrets.check_no_secrets`).
 """
 from __future__ import annotations
 
@@ -39,23 +42,36 @@ from pathlib import Path
 from ablation.config.compose import check_composes, check_group_options
 from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
+from ablation.config.secrets import check_no_secrets
 
-__all__ = ["check_backend", "check_command_line", "check_commands",
+__all__ = ["check_backend", "check_command_line", "check_commands", "check_complete",
            "check_jobs", "check_paths"]
 
 
 def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
-    """Every check of the (already redacted) command line, in order; raises
-    :class:`ConfigError` with one line. ``args`` is argv without the program.
-    Returns the composed config (sweep values aside) when jobs will run."""
-    if parse_flags(args) is None:
+    """Every check of the command line, in order; raises :class:`ConfigError`
+    with one line. ``args`` is argv without the program. Returns the composed
+    config (sweep values aside) when jobs will run."""
+    if (parsed := parse_flags(args)) is None:
         return None  # argparse's usage and error: Hydra prints them, once
+    check_no_secrets({}, parsed.overrides)
     trains = check_commands(args)
     check_group_options(args, conf_dir)
     composed = check_composes(args, conf_dir)
     if trains:
+        check_complete(composed)
         check_backend()
     return composed if trains else None
+
+
+def check_complete(composed: dict | None) -> None:
+    """Refuse a config that lacks a declared key (``~gpu.jobs_at_once``), before the
+    command reads it to choose a launcher; every value is checked with each job's
+    (:func:`check_jobs`)."""
+    from ablation.config.schema import missing_keys
+
+    if composed is not None and (missing := missing_keys(composed)):
+        raise ConfigError(f"{missing[0]} is missing (set it in the config)")
 
 
 def parse_flags(args: list[str]):
@@ -147,7 +163,7 @@ def check_backend() -> None:
 def job_folder_name(job: dict, folder: Path) -> str:
     """What the job adds below ``results_dir/sweep_id`` (normally one component;
     a separator inside a value shows up here as several)."""
-    base = Path(str(job.get("results_dir", ""))) / str(job.get("sweep_id", ""))
+    base = Path(str(job["results_dir"])) / str(job["sweep_id"])
     if folder.parts[:len(base.parts)] == base.parts:
         return "/".join(folder.parts[len(base.parts):])
     return folder.name
@@ -161,6 +177,7 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
     from ablation.runs.record import earlier_run
 
     for job, folder in jobs:
+        check_no_secrets({**job, "the job folder": str(folder)})  # Hydra's dir keys too
         validate(job)
         check_folder_names(job, job_folder_name(job, folder))
         check_source(job["dataset"])
@@ -176,7 +193,7 @@ def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
             raise ConfigError(f"two jobs of this sweep would share the folder {folder}"
                               f"{apart(seen[folder], job)}")
         seen[folder] = job
-        if job.get("resume", True):
+        if job["resume"]:
             earlier = earlier_run(folder)
             check_same_config(earlier, job, folder)
             if recorded_fingerprint(earlier):
@@ -218,7 +235,7 @@ def check_paths(job: dict, folder: Path) -> None:
     from ablation.files import UnsafeFile, check_no_links, check_results_dir
 
     try:
-        root = check_results_dir(job.get("results_dir"))
+        root = check_results_dir(job["results_dir"])
         if not folder.absolute().resolve().is_relative_to(root.resolve()):
             root = check_results_dir(str(folder.absolute().parent))  # the user's Hydra folder
         check_no_links(root, folder, JOB_FILES)

@@ -41,7 +41,7 @@ class Speed:
         short = not self.pads
         again = (self.train_trace_s * (short and bool(train % batch))
                  + self.eval_trace_s * ((short and bool(evaluated % batch or test % batch))
-                                        + bool((job.get("diagnostics") or {}).get("enabled"))))
+                                        + bool(job["diagnostics"]["enabled"])))
         return (self.start_up_s + again + test / self.eval_images_per_s
                 + epochs * (train / self.train_images_per_s + evaluated / self.eval_images_per_s))
 

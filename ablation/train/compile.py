@@ -5,7 +5,6 @@ batches can be padded with weight-0 rows (:func:`pad_batches`)."""
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 
 import keras
@@ -27,17 +26,18 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
     schedule and never hands it to the optimizer; here it is applied.
     """
     total = int(trainer["epochs"]) * steps_per_epoch
-    if trainer.get("warmup_epochs") is not None:
+    if trainer["warmup_epochs"] is not None:
         warmup = min(int(trainer["warmup_epochs"]) * steps_per_epoch, total - 1)
     else:
         warmup = int(total * float(trainer["warmup_fraction"]))
     peak = float(trainer["learning_rate"])
-    alpha = float(trainer.get("min_learning_rate") or 0.0) / peak  # floor, as a share of peak
+    floor = float(trainer["min_learning_rate"])
+    alpha = floor / peak  # the floor, as a share of the peak
     if warmup == 0:
         return keras.optimizers.schedules.CosineDecay(peak, decay_steps=total, alpha=alpha)
-    # the warm-up rises linearly from the floor (0 by default; the official code: 1e-6)
+    # the warm-up rises linearly from the floor (keras_io: 0; the official code: 1e-6)
     return WarmupCosineDecay(
-        float(trainer.get("min_learning_rate") or 0.0), decay_steps=max(total - warmup, 1),
+        floor, decay_steps=max(total - warmup, 1),
         warmup_target=peak, warmup_steps=warmup, alpha=alpha)
 
 
@@ -56,7 +56,7 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
     are the plain means.
     """
     k = min(5, num_classes)
-    smoothing = float(trainer.get("label_smoothing", 0.0))
+    smoothing = float(trainer["label_smoothing"])
     if soft_targets:
         loss = keras.losses.CategoricalCrossentropy(
             from_logits=True, label_smoothing=smoothing, reduction="mean_with_sample_weight")
@@ -85,7 +85,7 @@ def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
     :func:`compile_model` does: a checkpoint's model comes compiled as it was
     saved, and a model whose metrics ignore sample weights would count the padding rows.
     """
-    setting = trainer.get("pad_batches", "auto")
+    setting = trainer["pad_batches"]
     if not (bool(model.jit_compile) if setting == "auto" else setting):
         return False
     config = model.get_compile_config() or {}
@@ -99,22 +99,20 @@ def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
 
 def use_precision(trainer: Mapping) -> None:
     """``trainer.precision`` as Keras's global dtype policy (``mixed_float16``...)."""
-    keras.mixed_precision.set_global_policy(str(trainer.get("precision", "float32")))
+    keras.mixed_precision.set_global_policy(str(trainer["precision"]))
 
 
 def compiled_model(config: Mapping, data: Dataset, statistics) -> keras.Model:
     """The job's model, built from its seed with the normalisation ``statistics``
     and compiled for its schedule: what training starts from (and what the
     sweep's speed probe times)."""
-    from ablation.data.batches import soft_targets
+    from ablation.train.inputs import Feed
 
-    trainer = config["trainer"]
+    feed = Feed.of(config)
     keras.utils.set_random_seed(int(config["seed"]))
     model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)
-    passes = int(trainer.get("passes_per_epoch", 1))
-    steps_per_epoch = math.ceil(len(data.x_train) * passes / int(trainer["batch_size"]))
-    model = compile_model(model, trainer, steps_per_epoch, data.num_classes,
-                          soft_targets=soft_targets(trainer, config.get("augmentation") or {}))
+    model = compile_model(model, config["trainer"], feed.steps_per_epoch(len(data.x_train)),
+                          data.num_classes, soft_targets=feed.soft)
     return with_optimizer_state(model)
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import keras
 
 from ablation.augment.normalization import model_statistics, normalization_statistics
-from ablation.config.secrets import redact
 from ablation.data import Dataset
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
@@ -26,7 +25,7 @@ from ablation.train import locality
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.compile import compiled_model, pad_batches, use_precision, with_optimizer_state
 from ablation.train.epoch_metrics import EpochMetrics
-from ablation.train.inputs import evaluation_split, protocol_data, training_inputs
+from ablation.train.inputs import Feed, evaluation_split, protocol_data, training_inputs
 from ablation.train.progress import prints_lines
 from ablation.train.progress_callback import ProgressLine
 from ablation.train.timings import Phases
@@ -86,7 +85,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     ``state_extra`` goes into every checkpoint's state (what the job compares on resume).
     """
     trainer = config["trainer"]
-    protocol = trainer.get("protocol", "holdout")
+    protocol = trainer["protocol"]
     data = protocol_data(data, protocol)
     official = protocol == "official"
     epochs = progress if progress is not None else EpochMetrics()
@@ -110,7 +109,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         epochs=int(trainer["epochs"]), initial_epoch=initial_epoch,
         callbacks=_callbacks(config, epochs, tracker, checkpoint_dir,
                              {"code_history": codes, **(state_extra or {})}),
-        verbose=keras_verbosity(trainer.get("verbose", "auto")),
+        verbose=keras_verbosity(trainer["verbose"]),
     )
     train_seconds = epochs.fit_seconds()  # every attempt's, when resumed
     _check_finite(epochs)
@@ -130,7 +129,7 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         "resumed_from_epochs": epochs.resumed_from_epochs,
         "train_seconds": train_seconds,
         "train_images_per_s": epochs.images_per_second(
-            len(data.x_train) * int(trainer.get("passes_per_epoch", 1))),
+            Feed.of(config).images_per_epoch(len(data.x_train))),
         "normalization": statistics.as_record(),
         "code_history": codes,
         "data": {"train": len(data.x_train), "val": len(data.x_val),
@@ -193,12 +192,12 @@ def _callbacks(config: Mapping, epochs: EpochMetrics, tracker: Tracker, checkpoi
     """The epoch bookkeeping, the NaN and stop checks, the per-epoch line, the checkpoint."""
     trainer = config["trainer"]
     callbacks = [epochs, keras.callbacks.TerminateOnNaN(), StopWhenAsked()]
-    if prints_lines(trainer.get("verbose", "auto")):  # after EpochMetrics: its time counts
-        callbacks.append(ProgressLine(str(config.get("run_name") or ""), int(trainer["epochs"]),
+    if prints_lines(trainer["verbose"]):  # after EpochMetrics: its time counts
+        callbacks.append(ProgressLine(str(config["run_name"]), int(trainer["epochs"]),
                                       epochs.validation_name))
-    if trainer.get("checkpoint", True):
+    if trainer["checkpoint"]:
         callbacks.append(EpochCheckpoint(checkpoint_dir, epochs, extra={
-            "wandb_id": tracker.info()["id"], "config": redact(dict(config)), **state_extra}))
+            "wandb_id": tracker.info()["id"], "config": dict(config), **state_extra}))
     return callbacks
 
 
@@ -236,10 +235,10 @@ def _test_metrics(model: keras.Model, test, epochs: EpochMetrics, batch: int, pa
 def _save_model(config: Mapping, model: keras.Model, folder: Path, tracker: Tracker,
                 phases: Phases) -> str | None:
     """``model.keras`` beside the record (and as a W&B artifact on request), or None."""
-    if not config["trainer"].get("save_model", True):
+    if not config["trainer"]["save_model"]:
         return None
     with phases("save_model"):
         saved = save_trained(model, folder / MODEL_FILENAME)
-    if (config.get("wandb") or {}).get("log_model"):
+    if config["wandb"]["log_model"]:
         tracker.model(saved)
     return saved.name

@@ -284,17 +284,17 @@ def summary_metrics(entry: Mapping) -> dict[str, float]:
 
 
 def from_config(config: Mapping, x_test: np.ndarray, batch_size: int) -> LocalityProbe | None:
-    """The probe a run config asks for (``diagnostics`` group), or None when off or absent."""
-    settings = config.get("diagnostics") or {}
-    if not settings.get("enabled", False):
+    """The probe a run config asks for (``diagnostics`` group), or None when off."""
+    diagnostics = config["diagnostics"]
+    if not diagnostics["enabled"]:
         return None
-    indices = probe_indices(len(x_test), int(settings["probe_images"]),
-                            int(settings.get("probe_seed", 0)))
+    indices = probe_indices(len(x_test), int(diagnostics["probe_images"]),
+                            int(diagnostics["probe_seed"]))
     return LocalityProbe(x_test[indices], indices, batch_size=batch_size,
-                         attention_maps=int(settings.get("attention_maps", 0)))
+                         attention_maps=int(diagnostics["attention_maps"]))
 
 
 def epoch_extras(probe: LocalityProbe | None, config: Mapping) -> Sequence:
     """Callables adding per-epoch values to EpochMetrics' row (none unless every_epoch)."""
-    settings = config.get("diagnostics") or {}
-    return [probe.epoch_values] if probe is not None and settings.get("every_epoch") else []
+    every_epoch = config["diagnostics"]["every_epoch"]
+    return [probe.epoch_values] if probe is not None and every_epoch else []

@@ -128,11 +128,11 @@ class TorchFormAdamW(OncePerStep, keras.optimizers.AdamW):
 def build_optimizer(trainer: Mapping, learning_rate) -> keras.optimizers.Optimizer:
     """AdamW on ``learning_rate`` (a value or schedule) with the trainer's weight
     decay, ``optimizer_epsilon`` and ``epsilon_form`` (``keras`` or ``torch``)."""
-    form = trainer.get("epsilon_form", "keras")
+    form = trainer["epsilon_form"]
     if form not in EPSILON_FORMS:
         raise ValueError(f"trainer.epsilon_form={form!r}: use keras or torch")
     kind = TorchFormAdamW if form == "torch" else AdamW
     if kind is AdamW and keras.backend.backend() == "torch":
         kind = keras.optimizers.AdamW  # Keras's torch AdamW updates every variable in one pass
     return kind(learning_rate=learning_rate, weight_decay=float(trainer["weight_decay"]),
-                epsilon=float(trainer.get("optimizer_epsilon", 1e-7)))
+                epsilon=float(trainer["optimizer_epsilon"]))
