@@ -392,7 +392,7 @@ def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_
                          ("paper_tiny_imagenet", (57.07, 61.07))):
         published = compose_config([f"experiment={preset}"])["report"]["published"]
         assert (published["top1"]["ViT"], published["top1"]["SL-ViT"]) == top1
-    assert "published" not in compose_config(["experiment=smoke"])["report"]
+    assert compose_config(["experiment=smoke"])["report"]["published"] is None
 
 
 @pytest.mark.parametrize("planted", ["fifo journal", "linked journal", "linked folder"])
@@ -450,3 +450,87 @@ def test_the_command_refuses_an_impossible_search_before_anything_runs(tmp_path,
     result = run_in_process("-m", "spt=true,false", "experiment=smoke", "tune=learning_rate",
                             *args, f"results_dir={tmp_path / 'results'}", "wandb.mode=disabled")
     assert_refused(result, says, tmp_path)
+
+
+# --- the budget: a failed trial is a trial ------------------------------------------------
+
+def _trial_outcomes(fails: set, limit: int = 20):
+    """A job in place of :func:`ablation.sweep.cli.job` that trains nothing and leaves
+    what a job leaves: its record (completed with the stand-in objective at the learning
+    rate it was given, or failed for the (variant, trial) pairs in ``fails``, as a
+    diverged run's) and its outcome for the sweep's end. The search reads nothing else
+    of a job. More than ``limit`` jobs raise: a search that never ends."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from ablation.config import switches, variant_name
+    from ablation.job.records import base_record, plain_config, write_failure
+    from ablation.runs.record import write_record
+    from ablation.sweep import outcomes
+    from ablation.train.fit import TrainingDiverged
+
+    launched = []
+
+    def job(cfg):
+        output_dir = HydraConfig.get().runtime.output_dir
+        config = plain_config(cfg)
+        launched.append(config)
+        if len(launched) > limit:
+            raise RuntimeError(f"{len(launched)} jobs launched for a budget that allows fewer")
+        tune = config["tune"]
+        if tune["role"] == "trial" and (variant_name(switches(config)), tune["trial"]) in fails:
+            error = TrainingDiverged("training loss became nan at epoch 1")
+            write_failure(cfg, output_dir, error)
+            outcomes.report(output_dir, "failed", f"TrainingDiverged: {error}")
+            return None
+        value = float(_objective({"trainer.learning_rate": config["trainer"]["learning_rate"]}))
+        record = base_record(config)
+        record.update(status="completed", epochs_completed=1,
+                      metrics={"test_top1": 0.5, "test_top5": 0.9, "final_val_top1": value},
+                      history=[{"epoch": 1, "val/top1": value}])
+        write_record(output_dir, record)
+        outcomes.report(output_dir, "completed")
+        return 0.5
+
+    return job, launched
+
+
+@pytest.mark.slow
+def test_a_failed_trial_counts_against_its_variants_budget(tmp_path, monkeypatch):
+    """Every variant gets the same number of trials attempted, failed ones included: the
+    variant whose first trial diverges runs two trials, as the other does, trains its
+    final run at the one that completed, and the sweep ends with exit code 0 (a diverged
+    trial is a search outcome, not a failed run of the sweep). A search that did not
+    count the failed trial would run three; one that counted it twice, one. The command,
+    Hydra's launcher, the tuned sweeper, the journal and the sweep's end all run as they
+    do; only the training inside each job is left out (:func:`_trial_outcomes`)."""
+    from ablation.sweep import cli
+    from tests.helpers.commands import run_in_process
+
+    job, launched = _trial_outcomes({("spt+lsa+temp", 0)})
+    monkeypatch.setattr(cli, "job", job)
+    result = run_in_process("-m", "spt=true,false", "seed=0", "experiment=smoke",
+                            "tune=learning_rate", "tune.trials=2", "estimate=false",
+                            "report.after_sweep=false", "wandb.mode=disabled",
+                            "gpu.jobs_at_once=1", f"results_dir={tmp_path}")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    trials = [(c["tune"]["study"], c["spt"], c["tune"]["trial"]) for c in launched
+              if c["tune"]["role"] == "trial"]
+    per_variant = pd.Series([spt for _, spt, _ in trials]).value_counts().to_dict()
+    assert per_variant == {True: 2, False: 2}
+    assert len(set(trials)) == len(trials)                # no trial launched twice
+    search = Search(tmp_path / "smoke" / TUNING_FOLDER / JOURNAL_FILE,
+                    Protocol.of(launched[0]["tune"]))
+    for study in {s for s, _, _ in trials}:
+        assert search.used(study) == 2
+    records = {(r["switches"]["spt"], r["role"], (r["tuning"] or {}).get("trial")): r
+               for _, r in _records(tmp_path)}
+    assert records[(True, "trial", 0)]["status"] == "failed"
+    finals = {spt: r for (spt, role, _), r in records.items() if role == "final"}
+    assert sorted(finals) == [False, True]
+    for spt, final in finals.items():   # the best of the trials that completed
+        done = [r for (s, role, _), r in records.items()
+                if s == spt and role == "trial" and r["status"] == "completed"]
+        assert len(done) == (1 if spt else 2)
+        best = max(done, key=lambda r: r["metrics"]["final_val_top1"])
+        assert final["config"]["trainer"]["learning_rate"] == \
+            best["config"]["trainer"]["learning_rate"]

@@ -1,12 +1,15 @@
 """Recipe mutations against the test suite: does each deliberate bug fail a test?
 
 Each mutation below is one plausible bug in the paper recipe (augmentation,
-mixing, normalisation, initialisation, model, optimizer, schedule), written as
-an exact text replacement in one file. For each, this script copies the
-checkout to a temporary folder, applies the replacement, runs the recipe's
-tests there (``TESTS``, the fast lane) and reports whether a test failed. It
-first runs the same tests unmutated, which must pass. Not run by CI (each
-mutation runs the recipe's tests once).
+mixing, normalisation, initialisation, model, optimizer, schedule), in what
+pairing runs by seed rests on (the data order, the validation split, the
+augmentation and mixing draws: functions of the seed and the epoch alone), in a
+moved constant of the paper presets, or in a tuned sweep's count of failed
+trials, written as an exact text replacement in one file. For each, this script
+copies the checkout to a temporary folder, applies the replacement, runs the
+tests there (``TESTS``, the fast lane; or the tests a mutation names, slow ones
+included) and reports whether a test failed. It first runs the same tests
+unmutated, which must pass. Not run by CI (each mutation runs the tests once).
 
 Usage, from the repository root, in the project's environment::
 
@@ -30,9 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ("tests/test_golden.py", "tests/test_normalization.py", "tests/test_recipe.py",
-         "tests/test_augment.py", "tests/test_layers.py", "tests/test_model.py")
-COPIED = ("ablation", "conf", "tests", "tools", "pyproject.toml", "run_sweep.py")
+TESTS = ("tests/test_pairing.py", "tests/test_paper_constants.py", "tests/test_golden.py",
+         "tests/test_normalization.py", "tests/test_recipe.py", "tests/test_augment.py",
+         "tests/test_layers.py", "tests/test_model.py")
+COPIED = ("ablation", "conf", "hydra_plugins", "tests", "tools", "pyproject.toml",
+          "run_sweep.py")
+BUDGET_TEST = "tests/test_tuning.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Mutation:
     old: str
     new: str
     what: str
+    tests: tuple[str, ...] = ()   # the tests that must catch it, slow ones too (default: TESTS)
 
 
 MUTATIONS = (
@@ -180,12 +187,165 @@ MUTATIONS = (
              "epsilon_form: torch", "epsilon_form: keras",
              "the paper preset adds AdamW's epsilon where Keras does"),
     Mutation("adamw_no_bias_correction", "ablation/train/optimizer.py",
-             "denominator = ops.add(ops.divide(ops.sqrt(v), ops.sqrt(correction_2)), self.epsilon)",
+             "denominator = ops.add(ops.divide(ops.sqrt(v), root_correction_2), self.epsilon)",
              "denominator = ops.add(ops.sqrt(v), self.epsilon)",
              "the torch form forgets the second moment's bias correction"),
     Mutation("label_smoothing_off", "conf/trainer/paper.yaml",
              "label_smoothing: 0.1", "label_smoothing: 0.0",
              "the paper preset trains without label smoothing"),
+    # --- what pairing by seed rests on: draws of (seed, epoch) alone (tests/test_pairing.py)
+    Mutation("order_ignores_seed", "ablation/data/batches.py",
+             "rng = np.random.default_rng([self.seed, self.epoch])",
+             "rng = np.random.default_rng([0, self.epoch])",
+             "the batch order is the same for every seed"),
+    Mutation("order_depends_on_variant", "ablation/train/inputs.py",
+             'int(config["seed"]), initial_epoch=initial_epoch',
+             'int(config["seed"]) + int(config["spt"]), initial_epoch=initial_epoch',
+             "the training input's draws depend on a switch"),
+    Mutation("keras_shuffles_the_arrays", "ablation/train/inputs.py",
+             "    from ablation.data.batches import training_batches\n\n    return dict(",
+             "    from ablation.data.batches import training_batches\n\n"
+             '    trainer, augmentation = config["trainer"], config["augmentation"]\n'
+             '    if not (pad or trainer["passes_per_epoch"] > 1\n'
+             '            or trainer["label_smoothing"] > 0\n'
+             '            or augmentation["mixing"]["probability"] > 0\n'
+             '            or augmentation["implementation"] == "official"):\n'
+             "        return dict(x=data.x_train, y=data.y_train, shuffle=True,\n"
+             '                    batch_size=int(trainer["batch_size"]))\n'
+             "    return dict(",
+             "a recipe without augmentation or mixing is shuffled by Keras: one order every epoch"
+             " on TensorFlow"),
+    Mutation("augmentation_key_ignores_epoch", "ablation/data/batches.py",
+             "(self.seed, self.epoch, index, 1)", "(self.seed, 0, index, 1)",
+             "every epoch augments its k-th batch with the same draws"),
+    Mutation("augmentation_key_ignores_seed", "ablation/data/batches.py",
+             "(self.seed, self.epoch, index, 1)", "(0, self.epoch, index, 1)",
+             "every seed augments with the same draws"),
+    Mutation("mixing_key_ignores_epoch", "ablation/data/batches.py",
+             "key=(self.seed, self.epoch, index)", "key=(self.seed, 0, index)",
+             "every epoch mixes its k-th batch with the same draws"),
+    Mutation("mixing_key_ignores_seed", "ablation/data/batches.py",
+             "key=(self.seed, self.epoch, index)", "key=(0, self.epoch, index)",
+             "every seed mixes with the same draws"),
+    Mutation("validation_split_ignores_seed", "ablation/data/datasets.py",
+             "order = np.random.default_rng(seed).permutation(len(x_train))",
+             "order = np.random.default_rng(0).permutation(len(x_train))",
+             "every seed holds out the same validation images"),
+    Mutation("split_cache_ignores_seed", "ablation/data/datasets.py",
+             "key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))",
+             "key = (json.dumps(dict(cfg), sort_keys=True, default=str), 0)",
+             "the next job of a sweep reuses the last seed's validation split"),
+    Mutation("layer_seed_ignores_run_seed", "ablation/augment/seeding.py",
+             "return (int(seed) * 1_000_003", "return (0 * int(seed) * 1_000_003",
+             "the in-model augmentation draws the same for every seed"),
+    # --- a moved constant of the paper presets (tests/test_paper_constants.py)
+    Mutation("epochs_moved", "conf/trainer/paper.yaml", "epochs: 100", "epochs: 90",
+             "90 epochs instead of 100"),
+    Mutation("warmup_moved", "conf/trainer/paper.yaml", "warmup_epochs: 10\n",
+             "warmup_epochs: 5\n", "5 warm-up epochs instead of 10"),
+    Mutation("batch_size_moved", "conf/trainer/paper.yaml", "batch_size: 128",
+             "batch_size: 256", "batches of 256 instead of 128"),
+    Mutation("learning_rate_moved", "conf/trainer/paper.yaml", "learning_rate: 0.001 ",
+             "learning_rate: 0.002 ", "peak learning rate 2e-3 instead of 1e-3"),
+    Mutation("min_learning_rate_moved", "conf/trainer/paper.yaml",
+             "min_learning_rate: 1.0e-6", "min_learning_rate: 1.0e-5",
+             "the schedule's floor 1e-5 instead of 1e-6"),
+    Mutation("weight_decay_moved", "conf/trainer/paper.yaml", "weight_decay: 0.05",
+             "weight_decay: 0.1", "weight decay 0.1 instead of 0.05"),
+    Mutation("weight_decay_scope", "ablation/train/optimizer.py",
+             "class TorchFormAdamW(OncePerStep, keras.optimizers.AdamW):\n",
+             "class TorchFormAdamW(OncePerStep, keras.optimizers.AdamW):\n"
+             "    def _use_weight_decay(self, variable):\n"
+             "        return (not variable.path.endswith(('/bias', '/gamma', '/beta'))\n"
+             "                and super()._use_weight_decay(variable))\n\n",
+             "biases and LayerNorm parameters are not decayed"),
+    Mutation("adamw_epsilon_moved", "conf/trainer/paper.yaml", "optimizer_epsilon: 1.0e-8",
+             "optimizer_epsilon: 1.0e-7", "AdamW's epsilon 1e-7 instead of torch's 1e-8"),
+    Mutation("passes_moved", "conf/trainer/paper.yaml", "passes_per_epoch: 3 ",
+             "passes_per_epoch: 2 ", "repeated augmentation x2 instead of x3"),
+    Mutation("crop_padding_moved", "conf/augmentation/paper.yaml", "crop_padding: 4",
+             "crop_padding: 2", "the crop pads 2 pixels instead of 4"),
+    Mutation("flip_off", "conf/augmentation/paper.yaml", "horizontal_flip: true",
+             "horizontal_flip: false", "no horizontal flip"),
+    Mutation("mixing_probability_moved", "conf/augmentation/paper.yaml", "probability: 0.5 ",
+             "probability: 0.3 ", "a batch is mixed with probability 0.3 instead of 0.5"),
+    Mutation("mixup_alpha_moved", "conf/augmentation/paper.yaml", "mixup_alpha: 1.0",
+             "mixup_alpha: 0.8", "Mixup's alpha 0.8 instead of 1"),
+    Mutation("cutmix_beta_moved", "conf/augmentation/paper.yaml", "cutmix_alpha: 1.0",
+             "cutmix_alpha: 0.8", "CutMix's beta 0.8 instead of 1"),
+    Mutation("cutmix_mixup_unequal", "ablation/data/batches.py",
+             "return kinds[int(rng.integers(len(kinds)))]",
+             "return kinds[int(rng.random() < 0.7) % len(kinds)]",
+             "a mixed batch is Mixup 70 % of the time instead of half"),
+    Mutation("erasing_probability_moved", "conf/augmentation/paper.yaml",
+             "random_erasing: 0.25", "random_erasing: 0.35",
+             "random erasing with probability 0.35 instead of 0.25"),
+    Mutation("erasing_area_lower_bound", "ablation/augment/official.py",
+             "area=(0.02, 0.4)", "area=(0.03, 0.4)",
+             "the erasing area's lower end is 0.03 instead of 0.02"),
+    Mutation("erasing_area_upper_bound", "ablation/augment/official.py",
+             "area=(0.02, 0.4)", "area=(0.02, 0.37)",
+             "the erasing area's upper end is 0.37 instead of 0.4"),
+    Mutation("erasing_aspect_range", "ablation/augment/official.py",
+             "ratio: float = 0.3", "ratio: float = 0.4",
+             "the erasing aspect is drawn in [0.4, 2.5] instead of [0.3, 3.33]"),
+    Mutation("erasing_tries", "ablation/augment/official.py",
+             "for _ in range(100):", "for _ in range(10):",
+             "random erasing gives up after 10 tries instead of 100"),
+    Mutation("policy_magnitude_moved", "ablation/augment/autoaugment.py",
+             '(("invert", 0.1, 7), ("contrast", 0.2, 6)),',
+             '(("invert", 0.1, 7), ("contrast", 0.2, 5)),',
+             "one AutoAugment sub-policy at another magnitude"),
+    Mutation("normalisation_constant_moved", "conf/dataset/cifar10.yaml",
+             "mean: [0.4914, 0.4822, 0.4465]", "mean: [0.4914, 0.4822, 0.4466]",
+             "a CIFAR-10 normalisation mean off by 1e-4"),
+    Mutation("dim_moved", "conf/model/paper.yaml", "dim: 192", "dim: 128",
+             "token width 128 instead of 192"),
+    Mutation("depth_moved", "conf/model/paper.yaml", "depth: 9", "depth: 8",
+             "8 blocks instead of 9"),
+    Mutation("heads_moved", "conf/model/paper.yaml", "num_heads: 12", "num_heads: 8",
+             "8 heads instead of 12"),
+    Mutation("dim_head_moved", "conf/model/paper.yaml", "key_dim: 16", "key_dim: 24",
+             "24 dimensions per head instead of 16"),
+    Mutation("mlp_ratio_moved", "conf/model/paper.yaml", "mlp_hidden_units: [384]",
+             "mlp_hidden_units: [576]", "MLP ratio 3 instead of 2"),
+    Mutation("patch_size_moved", "conf/model/paper.yaml", "patch_size: 4", "patch_size: 2",
+             "patches of 2 pixels instead of 4 on 32 px images"),
+    Mutation("tiny_imagenet_patch_size_moved", "conf/experiment/paper_tiny_imagenet.yaml",
+             "patch_size: 8", "patch_size: 4", "patches of 4 pixels instead of 8 on 64 px"),
+    Mutation("drop_path_moved", "conf/model/paper.yaml", "drop_path: 0.1", "drop_path: 0.2",
+             "stochastic depth 0.2 instead of 0.1"),
+    Mutation("dropout_on", "conf/model/paper.yaml", "\ndropout: 0.0", "\ndropout: 0.1",
+             "dropout 0.1 in the MLP instead of none"),
+    Mutation("dropout_place_in_mlp", "ablation/model/layers.py",
+             "        for dense in self.dense_layers:\n"
+             "            x = self.dropout_layer(dense(x), training=training)\n"
+             "        return x",
+             "        for dense in self.dense_layers[:-1]:\n"
+             "            x = self.dropout_layer(dense(x), training=training)\n"
+             "        return self.dense_layers[-1](x)",
+             "the MLP drops after its hidden layer only, not after its output layer"),
+    Mutation("qkv_bias_on", "conf/model/paper.yaml", "qkv_bias: false", "qkv_bias: true",
+             "q/k/v projections with biases"),
+    # --- a tuned sweep's budget: a failed trial is one trial (tests/test_tuning.py)
+    Mutation("budget_ignores_failed_trials", "hydra_plugins/vit_ablation/search.py",
+             "return sum(1 for t in self._trials(study_id)\n"
+             "                   if t.state in (states.COMPLETE, states.FAIL)",
+             "return sum(1 for t in self._trials(study_id)\n"
+             "                   if t.state in (states.COMPLETE,)",
+             "a failed trial does not count: its variant gets one more", tests=(BUDGET_TEST,)),
+    Mutation("budget_counts_failed_twice", "hydra_plugins/vit_ablation/search.py",
+             "return sum(1 for t in self._trials(study_id)",
+             "return sum(2 if t.state == states.FAIL else 1 for t in self._trials(study_id)",
+             "a failed trial counts twice: its variant gets one fewer", tests=(BUDGET_TEST,)),
+    Mutation("failed_trial_never_told", "hydra_plugins/vit_ablation/tuning.py",
+             'if status in ("completed", "failed"):', 'if status == "completed":',
+             "the search is not told of a failed trial (it runs it again and again)",
+             tests=(BUDGET_TEST,)),
+    Mutation("failed_trial_fails_the_sweep", "ablation/sweep/outcomes.py",
+             'others = [f for f in done if f not in jobs and _role(f) != "trial"]',
+             "others = [f for f in done if f not in jobs]",
+             "a diverged trial makes the tuned sweep exit 1", tests=(BUDGET_TEST,)),
 )
 
 
@@ -209,10 +369,12 @@ def apply(mutation: Mutation, checkout: Path) -> None:
     path.write_text(text.replace(mutation.old, mutation.new))
 
 
-def run_tests(checkout: Path) -> tuple[int, str]:
-    """(exit status, the first failing test or the output's tail) of the tests in ``checkout``."""
+def run_tests(checkout: Path, tests: tuple[str, ...] = ()) -> tuple[int, str]:
+    """(exit status, the first failing test or the output's tail) of ``tests`` in
+    ``checkout``, slow ones included; by default the fast lane of ``TESTS``."""
     env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", *TESTS, "-x", "-q", "-n", "0", "-m", "not slow",
+    lane = () if tests else ("-m", "not slow")
+    command = [sys.executable, "-m", "pytest", *(tests or TESTS), "-x", "-q", "-n", "0", *lane,
                "-p", "no:cacheprovider", "--no-header", "-o", "addopts="]
     done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
     failed = [line.split(" ", 1)[1] for line in done.stdout.splitlines()
@@ -221,7 +383,10 @@ def run_tests(checkout: Path) -> tuple[int, str]:
                              if done.stdout.strip() else done.stderr[-500:])
 
 
-def check(mutation: Mutation | None) -> tuple[str, bool, str, float]:
+def check(mutation: Mutation | None, tests: tuple[str, ...] = ()
+          ) -> tuple[str, bool, str, float]:
+    """(name, caught, detail, seconds) of ``mutation`` (None: unmutated) against its own
+    tests, else ``tests``, else the fast lane of ``TESTS``."""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mutation-") as folder:
         checkout = Path(folder)
@@ -229,12 +394,14 @@ def check(mutation: Mutation | None) -> tuple[str, bool, str, float]:
         if mutation is not None:
             apply(mutation, checkout)
         imported = subprocess.run(
-            [sys.executable, "-c", "import ablation; print(ablation.__file__)"], cwd=checkout,
+            [sys.executable, "-c", "import ablation, hydra_plugins.vit_ablation as plugins; "
+             "print(ablation.__file__); print(plugins.__file__)"], cwd=checkout,
             env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True, text=True)
-        if not imported.stdout.startswith(str(checkout)):
-            raise SystemExit(f"the copy's tests would import ablation from "
+        paths = imported.stdout.split()
+        if len(paths) != 2 or not all(p.startswith(str(checkout)) for p in paths):
+            raise SystemExit(f"the copy's tests would import the suite from "
                              f"{imported.stdout.strip() or imported.stderr[-300:]}")
-        status, detail = run_tests(checkout)
+        status, detail = run_tests(checkout, (mutation.tests if mutation else ()) or tests)
     name = mutation.name if mutation else "(unmutated)"
     if status not in (0, 1):   # not a failing test: a collection or usage error
         raise SystemExit(f"{name}: pytest exited {status} ({detail}): fix the mutation")
@@ -262,11 +429,14 @@ def main(argv=None) -> int:
             (Path(folder) / m.file).parent.mkdir(parents=True)
             shutil.copy2(ROOT / m.file, Path(folder) / m.file)
             apply(m, Path(folder))
-    name, failed, detail, seconds = check(None)
-    if failed:
-        print(f"the unmutated tests fail ({detail}): fix them first", file=sys.stderr)
-        return 2
-    print(f"unmutated: pass ({seconds:.0f} s); {len(chosen)} mutations, tests: {' '.join(TESTS)}")
+    own = tuple(sorted({test for m in chosen for test in m.tests}))
+    for tests in ((), *((own,) if own else ())):
+        name, failed, detail, seconds = check(None, tests)
+        if failed:
+            print(f"the unmutated tests fail ({detail}): fix them first", file=sys.stderr)
+            return 2
+        print(f"unmutated: pass ({seconds:.0f} s); tests: {' '.join(tests or TESTS)}")
+    print(f"{len(chosen)} mutations")
     missed = []
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for name, caught, detail, seconds in pool.map(check, chosen):

@@ -140,7 +140,11 @@ def tally(sweep_dir, job_folders: list[Path], folder: str | Path | None) -> Tall
     finish(folder)
     log.debug("%d of this sweep's %d jobs reported their outcome", len(done), len(jobs))
     result = Tally([], [], [])
-    for job in [*jobs, *(f for f in done if f not in jobs)]:
+    # A job that reported without being in the list counts too, unless it is a tuned
+    # sweep's trial: the search counted it against its variant's budget and took it
+    # off the list, so a diverged trial never makes the sweep fail (docs/tuning.md).
+    others = [f for f in done if f not in jobs and _role(f) != "trial"]
+    for job in [*jobs, *others]:
         outcome, shown = done.get(job), shown_path(job)
         status = outcome["status"] if outcome else None
         if status == "failed":
@@ -172,6 +176,12 @@ def _record(job: Path) -> dict | str | None:
         return read_record(job / RECORD_FILENAME)
     except RecordError as e:
         return f"unreadable record ({e})"
+
+
+def _role(job: Path) -> str | None:
+    """The role its record gives the job (``trial``, ``final``), or None."""
+    record = _record(job)
+    return record.get("role") if isinstance(record, dict) else None
 
 
 def _record_line(job: Path) -> str | None:
