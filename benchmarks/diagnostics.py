@@ -25,7 +25,7 @@ from benchmarks.common import compose_config
 def projected(args) -> None:
     import keras
 
-    from ablation.train.locality import LocalityProbe, probe_indices
+    from ablation.train.locality_probe import LocalityProbe, probe_indices
     from ablation.model import build_model
     from ablation.train.compile import compile_model
 

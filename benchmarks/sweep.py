@@ -53,7 +53,7 @@ def bench_jobs(overrides: list[str], jobs: int) -> None:
         raise SystemExit(2) from None
     import_early(str(config["wandb"]["mode"]))  # as run_sweep.py does: before TensorFlow
     with quiet_native_stderr():
-        from ablation.runtime.backend import import_keras
+        from ablation.runtime.keras_loader import import_keras
         from ablation.runtime.process import freeze_imported_objects
 
         keras = import_keras()  # as run_sweep.py's jobs do

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from ablation.train.locality import (LocalityProbe, patch_distances, per_head_means, probe_indices,
+from ablation.train.locality_probe import (LocalityProbe, patch_distances, per_head_means, probe_indices,
                                   query_sums, record_entry)
 
 
@@ -117,7 +117,7 @@ def test_statistics_match_attention_weights_computed_layer_by_layer():
     """The sub-model's sums equal those from calling the model's layers one by one."""
     import keras
 
-    from ablation.train.locality import blocks, patch_geometry
+    from ablation.train.locality_probe import blocks, patch_geometry
 
     model = _tiny_model(lsa=True, pooling="class_token")
     images = np.random.default_rng(1).uniform(0, 16, size=(6, 8, 8, 1)).astype("float32")

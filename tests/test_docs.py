@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ablation.runs.schema import Metrics, Record
+from ablation.runs.record_schema import Metrics, Record
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

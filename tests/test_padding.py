@@ -184,7 +184,7 @@ def test_an_epoch_with_mixing_and_label_smoothing_records_the_unpadded_figures()
 
 
 def test_the_locality_probe_measures_the_same_with_a_padded_last_batch():
-    from ablation.train.locality import LocalityProbe
+    from ablation.train.locality_probe import LocalityProbe
 
     cfg = config()
     x, _ = data()

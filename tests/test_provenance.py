@@ -18,7 +18,7 @@ from tests.helpers.wandb_runs import wandb_inspect
 import ablation
 from ablation.config.folders import folder_suffix
 from ablation.runs.record import find_records, read_record
-from ablation.runs.schema import validate_record
+from ablation.runs.record_schema import validate_record
 from ablation.runtime import provenance
 from ablation.runtime.provenance import (UNKNOWN_CODE, code_history, code_state, describe_code,
                                          environment)

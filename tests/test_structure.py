@@ -129,7 +129,7 @@ def test_config_records_preflight_and_report_load_no_keras_tensorflow_or_wandb()
     """In a fresh interpreter: what the command line, the records and the reporter
     need imports none of the heavy libraries (they load only where a job trains)."""
     code = ("import sys, ablation.config, ablation.runs, ablation.runs.record, "
-            "ablation.runs.schema, ablation.sweep.preflight, ablation.report; "
+            "ablation.runs.record_schema, ablation.sweep.preflight, ablation.report; "
             "print(sorted(m for m in ('keras', 'tensorflow', 'wandb', 'jax', 'torch') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

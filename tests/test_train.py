@@ -291,7 +291,7 @@ def test_an_unusable_compilation_cache_folder_is_said_and_skipped(tmp_path, capl
 HIDDEN_JAX = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from ablation.runtime.backend import import_keras
+from ablation.runtime.keras_loader import import_keras
 keras = import_keras()
 print(keras.backend.backend(), "jax" in sys.modules)
 import jax  # importable again afterwards

@@ -1,6 +1,6 @@
 """The report's Locality section: is the attention more local with SPT and LSA?
 
-Reads each run's ``diagnostics`` (see :mod:`ablation.train.locality`) and its
+Reads each run's ``diagnostics`` (see :mod:`ablation.train.locality_probe`) and its
 ``attention_maps.npz``; runs without them (older records, or
 ``diagnostics.enabled=false``) are simply left out of this section. Gives:
 

@@ -9,7 +9,7 @@ from ablation.files import atomic_write, replaced_folder, set_aside  # re-export
 from ablation.runs.lock import JobBusy, job_lock
 from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, RecordError, earlier_run,
                                   find_records, read_record, write_record)
-from ablation.runs.schema import SCHEMA_VERSION, SchemaError, validate_record
+from ablation.runs.record_schema import SCHEMA_VERSION, SchemaError, validate_record
 
 __all__ = ["CHECKPOINT_DIR", "RECORD_FILENAME", "SCHEMA_VERSION", "JobBusy", "RecordError",
            "SchemaError", "atomic_write", "earlier_run", "find_records", "job_lock",

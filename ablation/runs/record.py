@@ -4,7 +4,7 @@ Hydra keeps no return values, so each job leaves this file in its output
 folder and the reporter reads only these files. It is written atomically
 (temporary file, fsync, rename), so a reader never sees half a record and a
 crash never leaves a corrupt one behind. The writer and the reader check it
-against one declared schema (:mod:`ablation.runs.schema`).
+against one declared schema (:mod:`ablation.runs.record_schema`).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
                             read_bytes, walk)
-from ablation.runs.schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
+from ablation.runs.record_schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
            "ATTENTION_MAPS_FILE", "RecordError", "write_record", "read_record",
@@ -29,7 +29,7 @@ RECORD_FILENAME = "run.json"
 # is read without Keras to decide, before training, whether a run may resume.
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
-# The locality diagnostics' attention maps beside the record (ablation.train.locality).
+# The locality diagnostics' attention maps beside the record (ablation.train.locality_probe).
 ATTENTION_MAPS_FILE = "attention_maps.npz"
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 
 from ablation.files import atomic_write, make_folder, remove_file
-from ablation.runtime.backend import import_keras
+from ablation.runtime.keras_loader import import_keras
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.runtime.provenance import UNKNOWN_CODE, code_history
 from ablation.runtime.signals import pending_stop
-from ablation.train import locality
+from ablation.train import locality_probe
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.compile import compiled_model, pad_batches, use_precision, with_optimizer_state
 from ablation.train.epoch_metrics import EpochMetrics
@@ -139,8 +139,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     if probe is not None:  # locality of the final model
         with phases("diagnostics"):
             measured["diagnostics"] = probe.final(model, checkpoint_dir.parent)
-        tracker.summarize(locality.summary_metrics(measured["diagnostics"]))
-        tracker.table("locality/heads", *locality.rows_table(measured["diagnostics"]),
+        tracker.summarize(locality_probe.summary_metrics(measured["diagnostics"]))
+        tracker.table("locality/heads", *locality_probe.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
     # last, so a model file beside a record always comes from the run it describes
     measured["model_file"] = _save_model(config, model, checkpoint_dir.parent, tracker, phases)
@@ -166,8 +166,8 @@ def _bookkeeping(epochs: EpochMetrics, tracker: Tracker, config: Mapping, data: 
     locality probe (or None) whose per-epoch measures it adds."""
     epochs.tracker = tracker
     epochs.validation_name = "test" if official else "val"
-    probe = locality.from_config(config, data.x_test, int(config["trainer"]["batch_size"]))
-    epochs.extras = locality.epoch_extras(probe, config)
+    probe = locality_probe.from_config(config, data.x_test, int(config["trainer"]["batch_size"]))
+    epochs.extras = locality_probe.epoch_extras(probe, config)
     return probe
 
 

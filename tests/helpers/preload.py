@@ -71,7 +71,7 @@ def _preload() -> None:
     TensorFlow, Keras through the suite's loader, then the job, training and report."""
     import run_sweep  # noqa: F401  (ablation.sweep.cli: TensorFlow's logging set-up first)
     from ablation.runs.tracking import import_early
-    from ablation.runtime.backend import import_keras
+    from ablation.runtime.keras_loader import import_keras
 
     import_early("offline")
     import_keras()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from ablation.config.backend import KERAS_BACKENDS, keras_backend_setting  # noqa: F401
+from ablation.config.backend import keras_backend_setting
 
 
 def import_keras():
