@@ -314,7 +314,7 @@ def test_the_reports_wandb_flags_are_checked_before_anything_is_written(
     from ablation.report.__main__ import main as report_main
 
     before = sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*"))
-    assert report_main([str(four_by_three), "--wandb-mode", "offline", *flags]) == 1
+    assert report_main([str(four_by_three), "--wandb-mode", "offline", *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert sorted(p.relative_to(four_by_three) for p in four_by_three.rglob("*")) == before

@@ -236,7 +236,7 @@ def test_empty_or_wrong_path_is_a_one_line_error(tmp_path):
     for path in (tmp_path, tmp_path / "nope"):
         result = subprocess.run([sys.executable, "-m", "ablation.report", str(path)],
                                 cwd=ROOT, capture_output=True, text=True)
-        assert result.returncode == 1
+        assert result.returncode == 2
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
 
 

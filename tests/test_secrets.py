@@ -117,7 +117,7 @@ def test_the_reports_wandb_flags_refuse_a_secret(four_by_three, capsys):
 
     before = listing(four_by_three)
     assert report_main([str(four_by_three), "--wandb-mode", "offline",
-                        "--project", f"ghp_{RUN}"]) == 1
+                        "--project", f"ghp_{RUN}"]) == 2
     err = capsys.readouterr().err
     assert err == f"error: --project holds what looks like a GitHub token: {HINT}\n", err
     assert listing(four_by_three) == before

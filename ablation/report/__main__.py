@@ -13,6 +13,8 @@ from ablation.runs.record import RecordError
 from ablation.report.load import ReportError
 from ablation.report.write import write_report
 
+REFUSED = 2  # refused input, as the sweep command exits; 1: the report could not be made
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -42,13 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         check_wandb_destination(args.project, args.entity, spelled="--{key} ")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return REFUSED
     try:
         report = write_report(args.path, out_dir=args.out, wandb_settings=settings,
                               make_plots=not args.no_plots, split_by_code=args.split_by_code)
-    except (ReportError, RecordError) as e:
+    except (ReportError, RecordError) as e:  # nothing to report, or records in the way
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return REFUSED
     except OSError as e:  # a read-only folder, a full disk, a planted link
         where = args.out or args.path
         print(f"error: the report could not be written to {where} "
