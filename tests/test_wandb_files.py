@@ -18,7 +18,8 @@ def test_wandb_stages_inside_the_job_folder_whatever_the_home_folder(tmp_path, m
     for name in ("XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.setenv(name, str(unusable / name.lower()))
     job = tmp_path / "job"
-    with tracked_run(SETTINGS, name="vit-s0", config={}, tags=[], output_dir=job) as tracker:
+    with tracked_run(SETTINGS, name="vit-s0", config={"tune": None}, tags=[],
+                     output_dir=job) as tracker:
         tracker.table("locality/heads", ["head", "distance"], [[0, 1.5]], step=1)
         tracker.summarize({"test/top1": 0.5})
     assert tracker.problems == []
@@ -32,7 +33,8 @@ def test_a_wandb_failure_is_recorded_and_the_job_goes_on(tmp_path, monkeypatch):
     monkeypatch.setattr("ablation.runs.tracking.USER_WANDB_FOLDERS",
                         frozenset({"WANDB_DATA_DIR"}))
     job = tmp_path / "job"
-    with tracked_run(SETTINGS, name="vit-s0", config={}, tags=[], output_dir=job) as tracker:
+    with tracked_run(SETTINGS, name="vit-s0", config={"tune": None}, tags=[],
+                     output_dir=job) as tracker:
         tracker.table("locality/heads", ["head", "distance"], [[0, 1.5]], step=1)
         tracker.summarize({"test/top1": 0.5})  # what follows still happens
     (problem,) = tracker.problems

@@ -26,7 +26,7 @@ def test_a_run_prints_one_line_unless_verbose(tmp_path, capfd, caplog, wandb_cli
     from ablation.runs.tracking import tracked_run
 
     settings = {"mode": "offline", "project": "p", "group": "g", "verbose": False}
-    config = {"spt": True, "lsa": True, "learnable_temperature": True, "seed": 0}
+    config = {"spt": True, "lsa": True, "learnable_temperature": True, "seed": 0, "tune": None}
     with caplog.at_level(logging.INFO, logger="ablation.runs.tracking"):
         with tracked_run(settings, name="spt+lsa+temp-s0", config=config, tags=["x"],
                          output_dir=tmp_path) as tracker:

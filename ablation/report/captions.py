@@ -105,7 +105,8 @@ def notes(block: pd.DataFrame, escape=_as_is, compact: bool = False) -> list[str
     parts += [("Δ: paired by seed against the plain ViT, [95 % paired t-interval, n-1 df, "
                "uncorrected] when two or more seeds pair up."),
               (f"Bold: significant at 5 % after Holm's correction across the block's {tests} "
-               "Δ test(s) of that metric, so an interval that excludes zero need not be bold."),
+               "Δ test(s) of that metric, so an interval that excludes zero need not be bold."
+               if tests else "No Δ could be tested (one seed, or no spread): nothing is bold."),
               image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
     shown = ["d_top1"] if compact else list(GAPS.values())
     if block[[f"{c}_no_spread" for c in shown]].fillna(False).to_numpy().any():

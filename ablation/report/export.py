@@ -24,7 +24,7 @@ from ablation.report.tables import BLOCK
 UNKNOWN_SIZE_DECIMALS = 4  # older records without the test-set size
 # comparison / effects columns in percentage points
 POINTS = ("top1_mean", "top1_std", "top5_mean", "top5_std", "best_top1_mean", "best_top1_std",
-          "best_top5_mean", "best_top5_std", "top1_pooled_sd", "top1_detectable_gap")
+          "best_top5_mean", "best_top5_std", "top1_power_sd", "top1_detectable_gap")
 GAP_SUFFIXES = ("", "_low", "_high", "_sd")
 EFFECT_COLUMNS = ("effect", "low", "high")
 

@@ -25,6 +25,7 @@ import pandas as pd
 from ablation.config import SWITCHES
 from ablation.config.switches import BASELINE_LABEL, factor_labels
 from ablation.report import latex_layout as tex
+from ablation.report.captions import factorial_significant
 from ablation.report.escape import latex_text
 from ablation.report.render import (HTML, LATEX, MARKDOWN, PLAIN, Style, block_title, gap,
                                     html_table, md_table, select_block)
@@ -121,11 +122,6 @@ EFFECTS_HEADER = ["Term", *(f"Effect on {name[0].lower() + name[1:]} [95% CI]"
                             for _, name, _ in MEASURES.values())]
 
 
-def _signed(x, decimals: int) -> str:
-    """+0.123 / -0.123, and +0.000 for what rounds to zero (never -0.000)."""
-    return f"{round(float(x), decimals) + 0.0:+.{decimals}f}"
-
-
 def _fmt(x, decimals: int) -> str:
     return "" if x is None or not np.isfinite(x) else f"{x:.{decimals}f}"
 
@@ -142,14 +138,9 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
                 cells.append("ref.")
             elif not np.isfinite(r[f"d_{stem}"]):
                 cells.append(style.dash)
-            elif d == 2:
-                cells.append(gap(r[f"d_{stem}"], r[f"d_{stem}_low"], r[f"d_{stem}_high"], style))
-            else:  # entropies need three decimals
-                low, high = r[f"d_{stem}_low"], r[f"d_{stem}_high"]
-                signed = lambda x: style.signed(_signed(x, 3))  # noqa: E731
-                text = signed(r[f"d_{stem}"])
-                cells.append(text + (f" [{signed(low)}, {signed(high)}]"
-                                     if np.isfinite(low) else ""))
+            else:  # distances in pixels to 2 decimals, entropies to 3
+                cells.append(gap(r[f"d_{stem}"], r[f"d_{stem}_low"], r[f"d_{stem}_high"],
+                                 style, d))
         rows.append(cells)
     return rows
 
@@ -159,12 +150,25 @@ def _effect_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
     for _, r in effects.iterrows():
         cells = [style.escape(r["term"])]
         for stem, _, d in MEASURES.values():
-            e, lo, hi = r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"]
-            signed = lambda x, d=d: style.signed(_signed(x, d))  # noqa: E731
-            cells.append(signed(e) + (f" [{signed(lo)}, {signed(hi)}]"
-                                      if np.isfinite(lo) else ""))
+            text = gap(r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"], style, d)
+            cells.append(style.bold.format(text) if factorial_significant(r, stem) else text)
         rows.append(cells)
     return rows
+
+
+EFFECTS_NOTE = ("Effects as for accuracy: each computed within each seed from its variants, "
+                "with the 95 % t-interval over the seeds (n − 1 df, uncorrected); bold: "
+                "significant at 5 % after Holm's correction across the block's terms of that "
+                "measure.")
+NO_SPREAD_NOTE = ("[x, x]: the per-seed effects were identical in every seed, so the interval "
+                  "has no spread: it measures nothing and is not bold.")
+
+
+def effects_notes(effects: pd.DataFrame) -> list[str]:
+    """What is printed beneath a block's locality effects."""
+    spread = [f"{stem}_no_spread" for stem, _, _ in MEASURES.values()]
+    none = effects[spread].fillna(False).to_numpy().any()
+    return [EFFECTS_NOTE, *([NO_SPREAD_NOTE] if none else [])]
 
 
 def _sections(table: pd.DataFrame, effects: pd.DataFrame):
@@ -182,7 +186,8 @@ def markdown(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                   md_table(HEADER, _display_rows(block, MARKDOWN)), ""]
         if not mine.empty:
             parts += [f"Factorial effects on locality ({mine['seeds'].iloc[0]} seed(s)):", "",
-                      md_table(EFFECTS_HEADER, _effect_rows(mine, MARKDOWN)), ""]
+                      md_table(EFFECTS_HEADER, _effect_rows(mine, MARKDOWN)), "",
+                      " ".join(effects_notes(mine)), ""]
     return "\n".join(parts)
 
 
@@ -195,6 +200,7 @@ def html_section(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                   html_table(HEADER, _display_rows(block, HTML))]
         if not mine.empty:
             parts.append(html_table(EFFECTS_HEADER, _effect_rows(mine, HTML)))
+            parts.append(f"<p>{html.escape(' '.join(effects_notes(mine)))}</p>")
     return "\n".join(parts) + "\n"
 
 
@@ -244,7 +250,7 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                 caption(EFFECTS_CAPTION.format(title=title, seeds=seeds,
                                                s="s" if seeds != 1 else "")),
                 _columns(EFFECTS_HEADER, _effect_rows(mine, LATEX), _effect_rows(mine, PLAIN),
-                         1), [],
+                         1), [latex_text(n) for n in effects_notes(mine)],
                 continued=caption(f"Factorial effects on attention locality: {title} "
                                   "(continued)."))
     return "\n".join(out)

@@ -2,12 +2,14 @@
 
 For the paired t-test the table uses (two-sided, α 0.05), with power 0.8:
 the smallest top-1 gap the block's seeds could detect, and the seeds the
-observed gap of each variant would need, both from the spread of the paired
-differences (statsmodels' ``TTestPower``, the one-sample / paired t-test). The
-spread is pooled over the block's Δ rows (each weighted by its n - 1 degrees
-of freedom): one variant's sd from 2-3 seeds is too rough to plan with.
-The factorial effects are t-tests over the seeds too: their line plans with
-the spread of the per-seed effects, pooled over the block's terms.
+observed gap of each variant would need (statsmodels' ``TTestPower``, the
+one-sample / paired t-test). Both plan with the LARGEST sd of the block's
+paired differences, its noisiest comparison, so the seeds planned suffice for
+every row, and a row that is a near-copy of the plain ViT (an inert switch:
+its differences barely vary) cannot make the block look better powered than it
+is; pooling the rows would let such copies shrink the sd. The factorial
+effects are t-tests over the seeds too: their line plans with the largest sd
+of the per-seed effects over the block's terms.
 """
 from __future__ import annotations
 
@@ -29,47 +31,70 @@ def _power():
     return TTestPower()
 
 
+def power_at(effect: float, seeds: int) -> float:
+    """The two-sided paired t-test's power to detect a standardised gap ``effect``
+    (>= 0) with ``seeds`` pairs: P(|T| > t_crit) for T noncentral t with n - 1 df
+    and noncentrality effect * sqrt(n), what ``TTestPower.power`` computes; its far
+    lower tail, which scipy returns as NaN for some large noncentralities, is
+    below 1e-10 there and counts as 0."""
+    from scipy import stats
+
+    df, nc = seeds - 1, effect * math.sqrt(seeds)
+    critical = stats.t.isf(ALPHA / 2, df)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upper = float(stats.nct.sf(critical, df, nc))
+        lower = float(stats.nct.cdf(-critical, df, nc))
+    return upper + (lower if np.isfinite(lower) else 0.0)
+
+
 def detectable_effect(seeds: int) -> float:
     """Standardised gap (gap / sd of the paired differences) ``seeds`` pairs detect."""
-    return float(_power().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA, power=POWER,
-                                      alternative="two-sided"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(_power().solve_power(effect_size=None, nobs=seeds, alpha=ALPHA,
+                                          power=POWER, alternative="two-sided"))
 
 
 def seeds_needed(gap: float, sd: float) -> float:
     """Seeds (pairs) a paired t-test needs to detect ``gap`` with power 0.8; NaN
-    when there is no gap or no spread to plan with, inf beyond :data:`MAX_SEEDS`."""
+    when there is no gap or no spread to plan with, inf beyond :data:`MAX_SEEDS`.
+
+    An integer search on the power itself (which rises with the seeds): the
+    root finder of ``solve_power`` fails to converge between 2 and 3 seeds."""
     if not (np.isfinite(gap) and np.isfinite(sd)) or gap == 0 or sd <= 0:
         return np.nan
     effect = abs(gap) / sd
-    if effect >= detectable_effect(MIN_SEEDS):
+    if power_at(effect, MIN_SEEDS) >= POWER:
         return float(MIN_SEEDS)
-    if effect < detectable_effect(MAX_SEEDS):
+    if power_at(effect, MAX_SEEDS) < POWER:
         return math.inf
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the root finder's convergence notes
-        n = _power().solve_power(effect_size=effect, nobs=None, alpha=ALPHA, power=POWER,
-                                 alternative="two-sided")
-    return float(math.ceil(n)) if np.isfinite(n) else np.nan
+    low, high = MIN_SEEDS, MAX_SEEDS  # power(low) < POWER <= power(high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if power_at(effect, mid) >= POWER:
+            high = mid
+        else:
+            low = mid
+    return float(high)
 
 
-def pooled_sd(block: pd.DataFrame, metric: str = "top1") -> tuple[float, int]:
-    """The pooled sd of the block's paired differences and the smallest pair count."""
+def planning_sd(block: pd.DataFrame, metric: str = "top1") -> tuple[float, int]:
+    """The largest sd of the block's paired differences and the smallest pair count."""
     rows = block[(block["pairs"] >= 2) & np.isfinite(block[f"d_{metric}_sd"].astype(float))]
     if rows.empty:
         return np.nan, 0
-    df = rows["pairs"].to_numpy(dtype=float) - 1
-    sd = rows[f"d_{metric}_sd"].to_numpy(dtype=float)
-    return float(np.sqrt((df * sd ** 2).sum() / df.sum())), int(rows["pairs"].min())
+    return float(rows[f"d_{metric}_sd"].astype(float).max()), int(rows["pairs"].min())
 
 
 def add_power(block: pd.DataFrame) -> pd.DataFrame:
     """The block's rows with the power columns (top-1): ``top1_detectable_gap`` (pp,
     the same in every row of the block), ``top1_power_seeds`` (the seeds it assumes),
-    ``top1_pooled_sd`` and ``top1_seeds_needed`` (for each row's observed gap)."""
+    ``top1_power_sd`` and ``top1_seeds_needed`` (for each row's observed gap)."""
     block = block.copy()
-    sd, seeds = pooled_sd(block)
+    sd, seeds = planning_sd(block)
     has_spread = np.isfinite(sd) and sd > 0
-    block["top1_pooled_sd"] = sd
+    block["top1_power_sd"] = sd
     block["top1_power_seeds"] = seeds if seeds else np.nan
     block["top1_detectable_gap"] = detectable_effect(seeds) * sd if has_spread else np.nan
     block["top1_seeds_needed"] = [seeds_needed(g, sd) if has_spread else np.nan
@@ -80,7 +105,7 @@ def add_power(block: pd.DataFrame) -> pd.DataFrame:
 def sentence(block: pd.DataFrame) -> str | None:
     """The caption's power sentence for one block, or None with nothing to say."""
     first = block.iloc[0]
-    seeds, sd = float(first.get("top1_power_seeds")), float(first.get("top1_pooled_sd"))
+    seeds, sd = float(first.get("top1_power_seeds")), float(first.get("top1_power_sd"))
     if not np.isfinite(seeds):
         return None
     if not (np.isfinite(sd) and sd > 0):
@@ -93,8 +118,8 @@ def sentence(block: pd.DataFrame) -> str | None:
             continue
         text = "more than 10,000" if n == math.inf else "—" if not np.isfinite(n) else f"{n:.0f}"
         needs.append(f"{r['variant']} {text}")
-    return (f"Power (paired t, α {ALPHA:g}, power {POWER:g}, sd of the paired top-1 "
-            f"differences {sd:.2f} pp pooled over the block): with {int(seeds)} seeds the "
+    return (f"Power (paired t, α {ALPHA:g}, power {POWER:g}, planned with the largest sd of "
+            f"the block's paired top-1 differences, {sd:.2f} pp): with {int(seeds)} seeds the "
             f"smallest detectable top-1 gap is {first['top1_detectable_gap']:.2f} pp; seeds "
             f"needed to detect each observed gap: " + ", ".join(needs) + ".")
 
@@ -104,18 +129,17 @@ def factorial_sentence(effects: pd.DataFrame, metric: str = "top1") -> str | Non
 
     Each effect is a one-sample t-test over the seeds' own effects, so the
     detectable effect is the paired one's: the standardised size ``seeds`` values
-    detect, times the sd of the per-seed effects pooled over the block's terms
-    (every term has the same n - 1 degrees of freedom).
+    detect, times the largest sd of the per-seed effects over the block's terms.
     """
     seeds = int(effects["seeds"].iloc[0]) if len(effects) else 0
     sd = effects[f"{metric}_sd"].to_numpy(dtype=float)
     if seeds < MIN_SEEDS or not np.isfinite(sd).all():
         return None
-    pooled = float(np.sqrt(np.mean(sd ** 2)))
+    largest = float(sd.max())
     name = {"top1": "top-1", "top5": "top-5"}.get(metric, metric)
-    if pooled <= 0:
+    if largest <= 0:
         return (f"Power: the per-seed {name} effects have no spread, so the smallest "
                 "detectable effect cannot be estimated.")
-    return (f"Power (t over seeds, α {ALPHA:g}, power {POWER:g}, sd of the per-seed {name} "
-            f"effects {pooled:.2f} pp pooled over the terms): with {seeds} seeds the smallest "
-            f"detectable {name} effect is {detectable_effect(seeds) * pooled:.2f} pp.")
+    return (f"Power (t over seeds, α {ALPHA:g}, power {POWER:g}, planned with the largest sd "
+            f"of the per-seed {name} effects, {largest:.2f} pp): with {seeds} seeds the "
+            f"smallest detectable {name} effect is {detectable_effect(seeds) * largest:.2f} pp.")

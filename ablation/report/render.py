@@ -91,9 +91,11 @@ def _finite(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def _signed(x: float) -> str:
-    """+1.23 / -1.23, and +0.00 for anything that rounds to zero (never -0.00)."""
-    return f"{round(x, 2) + 0.0:+.2f}"
+def _signed(x: float, decimals: int = 2) -> str:
+    """+1.23 / -1.23 with the value's own sign: -0.00 is a small negative number (a
+    bound just below zero), +0.00 zero or a small positive one. Values that are zero
+    up to floating-point round-off are exactly 0 by then (:func:`stats.clean_zero`)."""
+    return f"{'-' if x < 0 else '+'}{abs(x):.{decimals}f}"
 
 
 def pct(mean, std, style: Style) -> str:
@@ -102,12 +104,17 @@ def pct(mean, std, style: Style) -> str:
     return f"{mean:.2f} {style.pm} {std:.2f}" if _finite(std) else f"{mean:.2f}"
 
 
-def gap(value, low, high, style: Style) -> str:
+def gap(value, low, high, style: Style, decimals: int = 2) -> str:
+    """``+1.23 [+0.45, +2.01]``. An interval that has a spread but would print as one
+    value (``[+0.00, +0.00]``, which reads as no spread) gets the decimals it needs."""
     if not _finite(value):
         return style.dash
-    text = style.signed(_signed(value))
-    return (f"{text} [{style.signed(_signed(low))}, {style.signed(_signed(high))}]"
-            if _finite(low) else text)
+    if _finite(low) and _finite(high) and high > low:
+        while decimals < 6 and round(low, decimals) == round(high, decimals):
+            decimals += 1
+    text = style.signed(_signed(value, decimals))
+    return (f"{text} [{style.signed(_signed(low, decimals))}, "
+            f"{style.signed(_signed(high, decimals))}]" if _finite(low) else text)
 
 
 def params(n) -> str:
