@@ -2,15 +2,14 @@
 skips it with one line naming the holder; a sweep's exit code counts only the
 jobs it ran. (A killed holder releases the lock: tests/test_resume.py.)"""
 import json
-import os
 import platform
 import subprocess
 import sys
 
 import pytest
+from hydra.core.utils import JobReturn, JobStatus
 
-from ablation.sweep import outcomes
-from ablation.runtime.sweep_context import SWEEP_CONTEXT_ENV, SweepContext, publish
+from hydra_plugins.vit_ablation.outcomes import outcome, summary, tally
 from tests.helpers.commands import run_cli, smoke_overrides
 from tests.helpers.paths import ROOT
 from tests.helpers.records import record
@@ -53,14 +52,22 @@ def test_a_job_another_process_runs_is_skipped_naming_the_holder(contended):
     # nothing of its own in the folder: no record, no W&B run, no checkpoint
     names = {p.parts[0] for p in contended["files"]}
     assert not names & {"run.json", "wandb", "checkpoint"}, contended["files"]
-    assert not (contended["root"] / "smoke" / outcomes.SWEEPS_DIR).exists()  # cleaned up
+    # no hidden folder of the sweep's own: what the job did came back as its return value
+    sweep = contended["root"] / "smoke"
+    assert [p.name for p in sweep.iterdir() if p.name.startswith(".") and p.is_dir()] == []
 
 
-def outcome_folder(tmp_path, monkeypatch):
-    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)  # restored after the test
-    folder = outcomes.start(tmp_path)
-    publish(SweepContext(outcomes=str(folder)))
-    return folder
+def returned(folder, status=None, detail=None, raised=None):
+    """The ``JobReturn`` a launcher hands the sweeper for the job in ``folder``: its
+    outcome; a placeholder (no outcome: a job the Slurm wait gave up on); or, with
+    ``raised``, a task that raised."""
+    ret = JobReturn(overrides=[f"name={folder.name}"], status=JobStatus.COMPLETED)
+    if raised is not None:
+        ret.status, ret.return_value = JobStatus.FAILED, raised
+    else:
+        ret.return_value = (outcome(status, str(folder / "run.json"), detail=detail)
+                            if status else None)
+    return ret
 
 
 def completed_record(folder, status="completed"):
@@ -71,35 +78,34 @@ def completed_record(folder, status="completed"):
         "seed": 0, "config": {}, "error": None if status == "completed" else "elsewhere"}))
 
 
-def test_exit_code_counts_only_this_sweeps_jobs(tmp_path, monkeypatch):
-    ours_failed, ours_ok, busy, died, stopped, lost = (
+def test_exit_code_counts_only_this_sweeps_jobs(tmp_path):
+    """The sweep's end is judged from what its own jobs handed back, never from what
+    another sweep left in the same folders."""
+    ours_failed, ours_ok, busy, died, stopped, raised = (
         tmp_path / n for n in ("a", "b", "c", "d", "e", "f"))
-    folder = outcome_folder(tmp_path, monkeypatch)
     # this sweep's job failed, then another sweep completed it: still a failure here
-    outcomes.report(ours_failed, "failed", "FileNotFoundError: .tmp-model-1.keras")
     completed_record(ours_failed)
     # this sweep completed its job; another sweep's failed record there is not ours
-    outcomes.report(ours_ok, "completed")
     completed_record(ours_ok, "failed")
-    outcomes.report(busy, "busy", f"{busy} is being run by another process (host h, pid 1)")
-    # stopped in its worker (a time limit, scancel): its record says where it resumes
-    outcomes.report(stopped, "interrupted", "SIGTERM")
+    # stopped on its node (a time limit, scancel): no result; its record says where it resumes
     resumable = {"error": "interrupted by SIGTERM after epoch 2; rerun the same command to "
                           "resume from epoch 3"}
     record(tmp_path, False, False, False, 0, 0.5, status="interrupted", name="e",
            extra=resumable)
-    # a node lost after an earlier stop: no outcome, an interrupted record
-    record(tmp_path, False, False, False, 0, 0.5, status="interrupted", name="f",
-           extra=resumable)
-    ended = outcomes.tally(tmp_path, [ours_failed, ours_ok, busy, died, stopped, lost], folder)
+    returns = [returned(ours_failed, "failed", "FileNotFoundError: .tmp-model-1.keras"),
+               returned(ours_ok, "completed"),
+               returned(busy, "busy", f"{busy} is being run by another process (host h, pid 1)"),
+               returned(died), returned(stopped),
+               returned(raised, raised=RuntimeError("outside the job's own handling"))]
+    ended = tally(returns, folder_of=lambda overrides: tmp_path / overrides[0].split("=")[1])
     assert ended.failed == [(ours_failed, "FileNotFoundError: .tmp-model-1.keras"),
-                            (died, "the job left neither an outcome nor a record")]
+                            (raised, "RuntimeError: outside the job's own handling")]
     assert ended.busy == [(busy, f"{busy} is being run by another process (host h, pid 1)")]
-    assert ended.unfinished == [(stopped, resumable["error"]), (lost, resumable["error"])]
-    lines = outcomes.summary(tmp_path, *ended, resume="python run_sweep.py -m seed=0,1")
+    assert ended.unfinished == [(died, "it ended without a result and without a record"),
+                                (stopped, resumable["error"])]
+    lines = summary(tmp_path, *ended, resume="python run_sweep.py -m seed=0,1")
     assert lines[lines.index("2 run(s) did not finish:") + 3] == (
         "  to resume them: python run_sweep.py -m seed=0,1")
-    assert not folder.exists() and not (tmp_path / outcomes.SWEEPS_DIR).exists()
 
 
 def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
@@ -114,23 +120,3 @@ def test_lock_is_exclusive_and_released_with_its_holder(tmp_path):
     with job_lock(tmp_path):  # free again
         pass
 
-
-def test_outcome_folders_of_killed_sweeps_are_removed_live_ones_kept(tmp_path, monkeypatch):
-    """A sweep killed with -9 leaves its outcome folder; the next sweep's start
-    removes it, never one whose process lives or one from another host."""
-    monkeypatch.delenv(SWEEP_CONTEXT_ENV, raising=False)  # restored after the test
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    host = outcomes._host()
-    sweeps = tmp_path / outcomes.SWEEPS_DIR
-    names = {"dead": f"20260101-000000-{host}-{dead}-0123abcd",
-             "live": f"20260101-000000-{host}-1-0123abcd",            # pid 1 always lives
-             "other host": f"20260101-000000-elsewhere-{dead}-0123abcd",
-             "not ours": "notes"}
-    for name in names.values():
-        (sweeps / name).mkdir(parents=True)
-        (sweeps / name / "x.json").write_text("{}")
-    folder = outcomes.start(tmp_path)
-    left = sorted(p.name for p in sweeps.iterdir())
-    assert left == sorted(v for k, v in names.items() if k != "dead")
-    assert outcomes._NAME.match(folder.name)["pid"] == str(os.getpid())

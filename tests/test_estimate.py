@@ -76,8 +76,8 @@ def test_position_comes_from_the_sweep_context_in_the_environment():
 @pytest.mark.parametrize("value", ["", "nonsense", "[1, 2]", '{"job_epochs": "3,3"}',
                                    '{"job_epochs": [3, -1], "job_num": 0}',
                                    '{"job_num": true, "job_epochs": [3]}',
-                                   '{"new_folders": "/home", "outcomes": "x"}',
-                                   '{"outcomes": 7}'])
+                                   '{"new_folders": "/home"}',
+                                   '{"new_folders": [7]}'])
 def test_a_value_that_is_not_a_sweep_context_reads_as_none(value):
     assert current({SWEEP_CONTEXT_ENV: value}) == SweepContext()
 

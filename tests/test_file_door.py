@@ -162,8 +162,7 @@ def test_a_fifo_where_the_suite_writes_is_refused_before_anything_opens_it(tmp_p
     job = {"results_dir": str(tmp_path / "results")}
     folder = tmp_path / "results" / "sweep" / "vit-s0"
     (folder / ".hydra").mkdir(parents=True)
-    for name in ("run_sweep.log", ".hydra/config.yaml", "wandb/.cache", "../multirun.yaml",
-                 "../.sweeps"):
+    for name in ("run_sweep.log", ".hydra/config.yaml", "wandb/.cache", "../multirun.yaml"):
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(path)

@@ -83,11 +83,10 @@ def test_the_report_commands_are_quoted(tmp_path, paste, name, monkeypatch, capl
     from omegaconf import OmegaConf
 
     import ablation.report
-    from ablation.sweep import outcomes
-    from ablation.sweep.callbacks import SweepEnd
+    from hydra_plugins.vit_ablation.outcomes import report_sweep, summary
 
     sweep = sweep_folder(tmp_path, name)
-    lines = outcomes.summary(sweep, [], [(sweep / "job-s0", "held by pid 1")])
+    lines = summary(sweep, [], [(sweep / "job-s0", "held by pid 1")])
     (line,) = [li for li in lines if "python -m ablation.report" in li]
     assert paste(line.split("the report with them: ", 1)[1]) == [
         "python", "-m", "ablation.report", str(sweep)]
@@ -101,7 +100,7 @@ def test_the_report_commands_are_quoted(tmp_path, paste, name, monkeypatch, capl
         monkeypatch.setattr(ablation.report, "write_report", fail)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
-            SweepEnd.write_report(config, str(sweep))
+            report_sweep(config, str(sweep))
         (message,) = [r.getMessage() for r in caplog.records if marker in r.getMessage()]
         assert paste(message.split(marker, 1)[1]) == [
             "python", "-m", "ablation.report", str(sweep), *extra]

@@ -57,7 +57,7 @@ def test_imports_point_one_way():
 
 
 def test_hydras_plugins_sit_below_the_sweep():
-    """Hydra's plugins (the Slurm launcher, the tuned sweeper) are what the sweep
+    """Hydra's plugins (the Slurm launcher, the sweeper) are what the sweep
     launches through: the sweep imports them, they import nothing of the sweep
     or above it."""
     plugins = PACKAGE.parent / "hydra_plugins" / "vit_ablation"

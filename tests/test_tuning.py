@@ -458,20 +458,21 @@ def _trial_outcomes(fails: set, limit: int = 20):
     """A job in place of :func:`ablation.sweep.cli.job` that trains nothing and leaves
     what a job leaves: its record (completed with the stand-in objective at the learning
     rate it was given, or failed for the (variant, trial) pairs in ``fails``, as a
-    diverged run's) and its outcome for the sweep's end. The search reads nothing else
-    of a job. More than ``limit`` jobs raise: a search that never ends."""
+    diverged run's) and returns its outcome for the sweep's end. The search reads nothing
+    else of a job. More than ``limit`` jobs raise: a search that never ends."""
     from hydra.core.hydra_config import HydraConfig
 
     from ablation.config import switches, variant_name
     from ablation.job.records import base_record, plain_config, write_failure
     from ablation.runs.record import write_record
-    from ablation.sweep import outcomes
     from ablation.train.fit import TrainingDiverged
+    from hydra_plugins.vit_ablation.outcomes import outcome
 
     launched = []
 
     def job(cfg):
         output_dir = HydraConfig.get().runtime.output_dir
+        record_path = str(Path(output_dir) / "run.json")
         config = plain_config(cfg)
         launched.append(config)
         if len(launched) > limit:
@@ -480,16 +481,14 @@ def _trial_outcomes(fails: set, limit: int = 20):
         if tune["role"] == "trial" and (variant_name(switches(config)), tune["trial"]) in fails:
             error = TrainingDiverged("training loss became nan at epoch 1")
             write_failure(cfg, output_dir, error)
-            outcomes.report(output_dir, "failed", f"TrainingDiverged: {error}")
-            return None
+            return outcome("failed", record_path, detail=f"TrainingDiverged: {error}")
         value = float(_objective({"trainer.learning_rate": config["trainer"]["learning_rate"]}))
         record = base_record(config)
         record.update(status="completed", epochs_completed=1,
                       metrics={"test_top1": 0.5, "test_top5": 0.9, "final_val_top1": value},
                       history=[{"epoch": 1, "val/top1": value}])
         write_record(output_dir, record)
-        outcomes.report(output_dir, "completed")
-        return 0.5
+        return outcome("completed", record_path, top1=0.5, top5=0.9)
 
     return job, launched
 
@@ -501,7 +500,7 @@ def test_a_failed_trial_counts_against_its_variants_budget(tmp_path, monkeypatch
     final run at the one that completed, and the sweep ends with exit code 0 (a diverged
     trial is a search outcome, not a failed run of the sweep). A search that did not
     count the failed trial would run three; one that counted it twice, one. The command,
-    Hydra's launcher, the tuned sweeper, the journal and the sweep's end all run as they
+    Hydra's launcher, the suite's sweeper, the journal and the sweep's end all run as they
     do; only the training inside each job is left out (:func:`_trial_outcomes`)."""
     from ablation.sweep import cli
     from tests.helpers.commands import run_in_process

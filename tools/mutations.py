@@ -342,9 +342,9 @@ MUTATIONS = (
              'if status in ("completed", "failed"):', 'if status == "completed":',
              "the search is not told of a failed trial (it runs it again and again)",
              tests=(BUDGET_TEST,)),
-    Mutation("failed_trial_fails_the_sweep", "ablation/sweep/outcomes.py",
-             'others = [f for f in done if f not in jobs and _role(f) != "trial"]',
-             "others = [f for f in done if f not in jobs]",
+    Mutation("failed_trial_fails_the_sweep", "hydra_plugins/vit_ablation/tuning.py",
+             '"see its run.json")\n                    continue\n',
+             '"see its run.json")\n',
              "a diverged trial makes the tuned sweep exit 1", tests=(BUDGET_TEST,)),
 )
 

@@ -5,7 +5,7 @@ refuse bad input in one line before anything is written. That needs four
 things Hydra keeps under ``hydra._internal``: its argument parser, the config
 search path and loader (a group's options), and the basic sweeper's expansion
 of sweep overrides into jobs; and the basic sweeper itself, which
-``hydra/sweeper=tuned`` extends. They may change in any Hydra release, so
+``hydra/sweeper=vit_ablation`` extends. They may change in any Hydra release, so
 ``pyproject.toml`` bounds ``hydra-core`` below the next minor version and
 ``tests/test_hydra_internals.py`` fails, naming what moved, when they change.
 Imported lazily: composing a config never waits for them.
@@ -36,7 +36,7 @@ def config_loader(config_dir: str | Path, extra_dir: str | Path | None = None):
 
 
 def basic_sweeper() -> type:
-    """Hydra's basic sweeper class, which ``hydra/sweeper=tuned`` extends."""
+    """Hydra's basic sweeper class, which the suite's sweeper extends."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper

@@ -12,8 +12,8 @@ with ``resume=false`` leaves exactly one consistent set of outputs:
   from the checkpoint (the killed offline run folder is set aside);
 - ``resume=false`` moves earlier outputs to ``.replaced/<time>/``;
 - every job that got past its input checks leaves ``run.json``
-  (``completed`` or ``failed``), and says what it did (``on_outcome``: the
-  sweep collects these, :mod:`ablation.sweep.outcomes`).
+  (``completed`` or ``failed``); ``on_end`` hears whether it trained
+  (``completed``) or found its run completed already (``skipped``).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, earlier_run, 
                                   save_record, unreadable_record, write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
-from ablation.runtime.signals import native_stops_surfaced, stop_name
+from ablation.runtime.signals import native_stops_surfaced
 from ablation.train.checkpoint import load_checkpoint
 from ablation.train.checkpoint import remove as remove_checkpoint
 from ablation.train.epoch_metrics import EpochMetrics
@@ -97,16 +97,11 @@ def keep_hydra_files(output_dir: Path):
                 atomic_write(path, data, fsync=False)
 
 
-# Called with what the job did: completed, skipped (already completed), busy
-# (another process holds it) or failed, and a one-line detail.
-OutcomeHook = Callable[[str, "str | None"], None]
-
-
-def _no_outcome(status: str, detail: str | None = None) -> None:
+def _ignored(status: str) -> None:
     pass
 
 
-def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) -> dict:
+def run_job(cfg, output_dir: str | Path, on_end: Callable[[str], None] = _ignored) -> dict:
     """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
 
     Bad config values and unloadable data raise before anything is written.
@@ -116,31 +111,19 @@ def run_job(cfg, output_dir: str | Path, on_outcome: OutcomeHook = _no_outcome) 
     one resumes from its checkpoint; ``resume=false`` sets earlier outputs
     aside and starts over. A failure inside training is written to the record
     (``status: failed``, ``error``, ``traceback``), marks the W&B run failed,
-    and is re-raised so the launcher counts it. ``on_outcome`` hears what the
-    job did, once, unless its input was refused.
+    and is re-raised. ``on_end`` hears, as the job ends, whether it trained
+    (``completed``) or found its run completed already (``skipped``).
     """
     config = validate(cfg)  # what every step of the job reads
     output_dir = Path(output_dir)
-    try:
-        with job_lock(output_dir), keep_hydra_files(output_dir):
-            record, outcome = _run_locked(config, output_dir)
-    except JobBusy as e:
-        on_outcome("busy", str(e))
-        raise
-    except (ConfigError, DataError):
-        raise  # refused input: the whole command stops with exit 2, and leaves nothing
-    except KeyboardInterrupt as e:
-        on_outcome("interrupted", stop_name(e))
-        raise
-    except BaseException as e:
-        on_outcome("failed", f"{type(e).__name__}: {e}")
-        raise
-    on_outcome(outcome, None)
+    with job_lock(output_dir), keep_hydra_files(output_dir):
+        record, ended = _run_locked(config, output_dir)
+    on_end(ended)
     return record
 
 
 def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
-    """The job, with the folder's lock held; returns the record and the outcome."""
+    """The job, with the folder's lock held; returns the record and ``completed`` or ``skipped``."""
     fingerprint = data_fingerprint(config["dataset"])  # what this run reads: its identity
     if config["resume"]:
         set_aside_unreadable_record(output_dir)

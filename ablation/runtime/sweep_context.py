@@ -8,8 +8,6 @@ position when it starts:
 
 - ``new_folders``: the folders that did not exist before the command, the
   only ones a refusal may remove (:mod:`ablation.sweep.cleanup`);
-- ``outcomes``: the folder where each job says what it did, so the sweep's
-  exit code is its own (:mod:`ablation.sweep.outcomes`);
 - ``job_epochs``: every job's epochs, in job order, for the per-epoch lines'
   sweep share and ETA (:mod:`ablation.train.progress`);
 - ``job_num``: the running job's position in the sweep, from 0.
@@ -35,7 +33,6 @@ SWEEP_CONTEXT_ENV = "VIT_ABLATION_SWEEP"
 class SweepContext:
     """The sweep's facts a job needs; empty outside a sweep."""
     new_folders: tuple[str, ...] = ()
-    outcomes: str | None = None
     job_epochs: tuple[int, ...] = field(default=())
     job_num: int | None = None
 
@@ -62,7 +59,6 @@ class SweepContext:
             value = json.loads(text)
             return cls(
                 new_folders=tuple(_strings(value.get("new_folders", []))),
-                outcomes=_optional(value.get("outcomes"), str),
                 job_epochs=tuple(_ints(value.get("job_epochs", []))),
                 job_num=_optional(value.get("job_num"), int))
         except (ValueError, TypeError, AttributeError) as e:

@@ -102,17 +102,14 @@ def _lock_let_go(folder: Path, deadline: float) -> Iterator[bool]:
         yield free
 
 
-def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None,
-                      lock_free: bool = False) -> bool:
-    """True if every file below ``folder`` is Hydra's or this invocation's
-    bookkeeping (its job lock too, when ``lock_free``)."""
+def _nothing_of_a_run(folder: Path, lock_free: bool = False) -> bool:
+    """True if every file below ``folder`` is Hydra's bookkeeping (the job's
+    lock too, when ``lock_free``)."""
     for path in _files_below(folder):
         parts = set(path.relative_to(folder).parts[:-1])
         if path.name in JOB_BOOKKEEPING or parts & BOOKKEEPING_DIRS:
             continue
         if lock_free and path == folder / LOCK_FILE:
-            continue
-        if outcomes_folder is not None and outcomes_folder in path.parents:
             continue
         return False
     return True
@@ -121,18 +118,14 @@ def _nothing_of_a_run(folder: Path, outcomes_folder: Path | None,
 def remove_all_created() -> list[Path]:
     """After a refusal, in the command's own process: remove every folder noted
     as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
-    ``multirun.yaml``, a job lock nobody holds, this invocation's outcome
-    files), deepest first."""
-    outcomes = current().outcomes
-    outcomes_folder = Path(outcomes) if outcomes else None
+    ``multirun.yaml``, a job lock nobody holds), deepest first."""
     removed = []
     deadline = time.monotonic() + LOCK_WAIT_S  # one wait for all the jobs being stopped
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
-        if not is_folder(folder) or not _nothing_of_a_run(folder, outcomes_folder,
-                                                          lock_free=True):
+        if not is_folder(folder) or not _nothing_of_a_run(folder, lock_free=True):
             continue  # a run's output is there, whoever holds the lock
         with _lock_let_go(folder, deadline) as lock_free:
-            if _nothing_of_a_run(folder, outcomes_folder, lock_free):
+            if _nothing_of_a_run(folder, lock_free):
                 remove_tree(folder)
                 removed.append(folder)
     return removed

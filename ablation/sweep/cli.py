@@ -35,12 +35,12 @@ from ablation.runtime.process import freeze_imported_objects  # noqa: E402
 from ablation.runtime.signals import (STOP_CODES, exit_code, interruptible,  # noqa: E402
                                       stay_stopped, stop_name)
 from ablation.runtime.sweep_context import SweepContext, current, publish, update  # noqa: E402
-from ablation.sweep import outcomes  # noqa: E402
 from ablation.sweep.cleanup import remove_all_created, remove_created  # noqa: E402
 from ablation.sweep.overlap import launcher_overrides  # noqa: E402
 from ablation.sweep.preflight import check_command_line  # noqa: E402
 from ablation.sweep.usage import print_job_configs, register_help_resolvers  # noqa: E402
 from ablation.sweep.usage import wants_job_configs  # noqa: E402
+from hydra_plugins.vit_ablation.outcomes import outcome  # noqa: E402
 
 CONF_DIR = conf_dir()
 register_resolvers()
@@ -67,13 +67,16 @@ def progress_line(cfg: DictConfig) -> str:
             f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
 
 
-def job(cfg: DictConfig) -> float | None:
-    """One Hydra job: check, train one variant, leave its record; the test top-1.
+def job(cfg: DictConfig) -> dict:
+    """One Hydra job: check, train one variant, leave its record; what it did.
 
+    What it did is the job's return value, which every launcher hands back to
+    the sweeper for the sweep's end (:mod:`hydra_plugins.vit_ablation.outcomes`).
     A plain module-level function, so launchers that run jobs in other
     processes (joblib, submitit, Ray) pickle it by reference."""
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
+    record_path = os.path.join(output_dir, RECORD_FILENAME)
     # The config was checked before Hydra wrote anything (SweepStart), and run_job
     # checks it once more as it starts; the data's paths, on the machine that runs
     # the job, before Keras loads:
@@ -93,33 +96,33 @@ def job(cfg: DictConfig) -> float | None:
         from ablation.job import JobBusy, run_job, write_failure
     freeze_imported_objects()
 
+    ended = []  # completed, or skipped: completed earlier
     try:
         with interruptible():
-            record = run_job(cfg, output_dir,
-                             on_outcome=functools.partial(outcomes.report, output_dir))
+            record = run_job(cfg, output_dir, on_end=ended.append)
     except KeyboardInterrupt as e:
         raise stopped(e, cfg, output_dir) from None
     except JobBusy as e:
         log.warning("%s", e)  # one line naming the holder; nothing trained or written
-        return None
+        return outcome("busy", record_path, detail=str(e))
     except (ConfigError, DataError) as e:  # e.g. no network for a download, a bad archive
         raise refuse(e, output_dir) from None
     except Exception as e:
         # run_job has written the failed record and marked the W&B run failed;
         # should it have failed before it could, a record still says so.
-        if not os.path.exists(os.path.join(output_dir, RECORD_FILENAME)):
+        if not os.path.exists(record_path):
             try:
                 write_failure(cfg, output_dir, e)
             except OSError as not_written:  # the disk that failed the job refuses this too
                 log.error("%s: no record written (%s)", cfg.run_name, not_written)
         log.exception("%s failed: %s: %s", cfg.run_name, type(e).__name__, e)
-        if hydra_cfg.mode.name == "MULTIRUN":
-            return None  # the sweep goes on; SweepEnd lists every failure and exits 1
+        if hydra_cfg.mode.name == "MULTIRUN":  # the sweep goes on; its end lists every failure
+            return outcome("failed", record_path, detail=f"{type(e).__name__}: {e}")
         raise SystemExit(1) from None
     metrics = record["metrics"]
-    log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s/run.json", record["run_name"],
-             100 * metrics["test_top1"], 100 * metrics["test_top5"], output_dir)
-    return metrics["test_top1"]
+    log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s", record["run_name"],
+             100 * metrics["test_top1"], 100 * metrics["test_top5"], record_path)
+    return outcome(ended[0], record_path, top1=metrics["test_top1"], top5=metrics["test_top5"])
 
 
 def log_to_files_only(message: str, error: BaseException) -> None:
@@ -146,15 +149,15 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
 
 
 def register_launchers() -> None:
-    """Make the suite's plugins (``hydra/launcher=slurm``, ``hydra/sweeper=tuned``)
+    """Make the suite's plugins (``hydra/launcher=slurm``, ``hydra/sweeper=vit_ablation``)
     known to Hydra. Hydra finds plugins by scanning the ``hydra_plugins`` folders
     on ``sys.path``; an editable install's package is found by an import hook
     instead, which that scan does not see."""
     from hydra.core.plugins import Plugins
 
-    from hydra_plugins.vit_ablation.tuned import TunedSweeper
+    from hydra_plugins.vit_ablation.sweeper import AblationSweeper
 
-    Plugins.instance().register(TunedSweeper)
+    Plugins.instance().register(AblationSweeper)
     try:
         from hydra_plugins.vit_ablation.slurm import SlurmLauncher
     except ImportError:  # no submitit launcher installed: the preset says so when chosen
@@ -204,9 +207,6 @@ def main() -> None:
         if e.code in STOP_CODES:
             stay_stopped()
         raise
-    finally:  # a sweep stopped before SweepEnd: its outcome folder goes all the same
-        if folder := current().outcomes:
-            outcomes.finish(folder)
 
 
 if __name__ == "__main__":

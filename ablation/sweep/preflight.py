@@ -218,8 +218,8 @@ JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
              ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
              "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
              "wandb/.data", "wandb/.cache", ".replaced")
-SWEEP_FILES = (".report.lock", "multirun.yaml", ".sweeps", ".replaced", "report",
-               "report.json", "wandb")
+SWEEP_FILES = (".report.lock", "multirun.yaml", ".replaced", "report", "report.json",
+               "wandb")
 
 
 def check_paths(job: dict, folder: Path) -> None:

@@ -14,10 +14,10 @@ and asks ``squeue``, never ``sacct``: ``squeue`` lists a job while Slurm knows
 it, and an ended one for the cluster's ``MinJobAge``. A job that Slurm lists
 as ended, or no longer lists, and that has left no result :data:`GRACE_ENV`
 seconds later (a shared file system may show the file late), is given up:
-the launcher returns a placeholder for it, the sweep goes on to its report,
-and the sweep's end lists the job as unfinished, with the command that
-resumes it, and exits 1
-(:mod:`ablation.sweep.outcomes`).
+the launcher returns a placeholder for it (a ``JobReturn`` with no outcome),
+the sweep goes on to its report, and the sweep's end lists the job as
+unfinished, with the command that resumes it, and exits 1
+(:mod:`hydra_plugins.vit_ablation.outcomes`).
 """
 from __future__ import annotations
 

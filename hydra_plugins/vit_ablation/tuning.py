@@ -31,7 +31,7 @@ from ablation.config.refusals import ConfigError
 from ablation.config.settings import flatten, names_job_folder, settings
 from ablation.config.switches import switches, variant_name
 from ablation.config.tuning import OBJECTIVE, Protocol, rounded
-from ablation.runtime import launched
+from hydra_plugins.vit_ablation.outcomes import job_folder, outcome_of
 
 log = logging.getLogger(__name__)
 
@@ -290,8 +290,8 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
 
 
 class Tuner:
-    """Runs a tuned sweep for Hydra's sweeper (:mod:`hydra_plugins.vit_ablation.tuned`):
-    its ``config``, ``launcher`` and ``hydra_context``."""
+    """Runs a tuned sweep for the suite's sweeper (:mod:`hydra_plugins.vit_ablation.sweeper`):
+    its ``config``, ``launcher``, ``hydra_context`` and ``folder_of``."""
 
     def __init__(self, sweeper):
         from omegaconf import OmegaConf
@@ -300,7 +300,8 @@ class Tuner:
         self.loader = sweeper.hydra_context.config_loader
         self.protocol = Protocol.of(OmegaConf.to_container(self.config.tune, resolve=True))
         self.sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        self.job_idx, self.folders, self.returns = 0, [], []
+        self.job_idx = 0
+        self.returns = []  # the JobReturns the sweep's end tallies
 
     def _job(self, overrides: list[str]):
         return self.loader.load_sweep_config(self.config, list(overrides))
@@ -313,11 +314,9 @@ class Tuner:
         return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                 for k, v in job.items() if k != "hydra"}
 
-    def folder_of(self, overrides: list[str]) -> Path:
-        job = self._job(overrides)
-        return Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
-
     def run(self, arguments: list[str]) -> list:
+        """Search, then train the final runs; the returns of the jobs the sweep's end
+        counts (every job but the failed trials)."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import OmegaConf
 
@@ -377,17 +376,19 @@ class Tuner:
                 number, values = search.next_trial(ids[study.name], study.ranges(protocol))
                 batch.append((study, number, trial_overrides(protocol, study, number, values,
                                                              study.variant)))
-            folders = self._launch([overrides for _, _, overrides in batch])
+            results = self._launch([overrides for _, _, overrides in batch])
             unfinished = []
-            for (study, number, _), folder in zip(batch, folders):
-                status, value = objective(folder)
+            for (study, number, _), result in zip(batch, results):
+                folder = job_folder(result, self.sweeper.folder_of)
+                status, value = objective(result)
                 if status in ("completed", "failed"):
                     search.tell(ids[study.name], number, value)
                 if status == "failed":  # a search outcome (a diverged rate), not a failed sweep
-                    self.folders.remove(folder)
                     log.warning("%s trial %d failed at %s; it counts against the budget (%s)",
                                 study.name, number, folder.name, "see its run.json")
-                elif status != "completed":
+                    continue
+                self.returns.append(result)
+                if status != "completed":
                     unfinished.append(f"{study.name} trial {number}")
             if unfinished:  # the sweep's end lists them, with the command that resumes them
                 log.warning("tuning stopped before its end (%s did not finish): no final runs; "
@@ -407,35 +408,31 @@ class Tuner:
             finals += [final_overrides(protocol, study, combination, values)
                        for combination in study.finals]
         if finals:
-            self._launch(finals)
+            self.returns += self._launch(finals)
 
-    def _launch(self, batch: list[list[str]]) -> list[Path]:
-        """Run ``batch`` through the sweep's launcher; the jobs' folders."""
-        sweeper = self.sweeper
-        sweeper.validate_batch_is_legal(batch)
-        folders = [self.folder_of(overrides) for overrides in batch]
-        self.folders += folders
-        launched.remember(self.sweep_dir, self.folders)  # what the sweep's end tallies
-        results = sweeper.launcher.launch(batch, initial_job_idx=self.job_idx)
-        for result in results:
-            _ = result.return_value  # a job's refusal or error, raised here as Hydra does
+    def _launch(self, batch: list[list[str]]) -> list:
+        """Run ``batch`` through the sweep's launcher; the jobs' ``JobReturn``\\ s."""
+        self.sweeper.validate_batch_is_legal(batch)
+        results = list(self.sweeper.launcher.launch(batch, initial_job_idx=self.job_idx))
         self.job_idx += len(batch)
-        self.returns.append(results)
-        return folders
+        return results
 
 
-def objective(folder: Path) -> tuple[str, float | None]:
-    """(status, validation top-1) of the trial run in ``folder``: ``completed``
-    with its objective, ``failed`` (a run that failed: no value, still counted),
-    or anything else (no record, ``interrupted``, ``running``: not finished)."""
-    from ablation.runs.record import RECORD_FILENAME, RecordError, read_record
+def objective(ret) -> tuple[str, float | None]:
+    """(status, validation top-1) of a trial, from its job's ``JobReturn``: ``completed``
+    with its objective (from its record), ``failed`` (a run that failed: no value, still
+    counted), or anything else (busy, raised, ended without handing back what it did:
+    not finished)."""
+    from ablation.runs.record import RecordError, read_record
 
+    done = outcome_of(ret)
+    if done is None:
+        return "unfinished", None
+    if done["status"] not in ("completed", "skipped"):
+        return done["status"], None
     try:
-        record = read_record(folder / RECORD_FILENAME)
-    except (RecordError, OSError):
+        record = read_record(done["record"])
+    except RecordError:
         return "missing", None
-    status = record.get("status")
-    if status == "completed":
-        value = (record.get("metrics") or {}).get(OBJECTIVE)
-        return ("completed", float(value)) if value is not None else ("failed", None)
-    return str(status), None
+    value = (record.get("metrics") or {}).get(OBJECTIVE)
+    return ("completed", float(value)) if value is not None else ("failed", None)
