@@ -121,10 +121,9 @@ def effect_terms(factors: Sequence[str]) -> list[tuple[str, ...]]:
 def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
     """The seeds whose runs hold every cell of the 2^k factorial over ``factors``.
 
-    Only these can be fitted with the seed as a block: a seed that lacks a cell
-    is confounded with the switches (ViT run with seed 1, the others with seed
-    0), and OLS would return numbers for effects that the data cannot separate
-    from the seed.
+    Only these give every effect within the seed: a seed that lacks a cell is
+    confounded with the switches (ViT run with seed 1, the others with seed 0),
+    and its "effects" would mix the switches with the seed.
     """
     cells = 2 ** len(factors)
     keys = runs[list(factors)].astype(bool).apply(tuple, axis=1)
