@@ -145,15 +145,25 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
     return rows
 
 
-def _effect_rows(effects: pd.DataFrame, style: Style) -> list[list[str]]:
+def _effect_rows(effects: pd.DataFrame, style: Style, bold: bool = True) -> list[list[str]]:
+    """Rows of effects; ``bold`` marks the significant ones in the text itself (the
+    LaTeX table marks them through its columns instead, see :func:`_bold_flags`)."""
     rows = []
     for _, r in effects.iterrows():
         cells = [style.escape(r["term"])]
         for stem, _, d in MEASURES.values():
             text = gap(r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"], style, d)
-            cells.append(style.bold.format(text) if factorial_significant(r, stem) else text)
+            marked = bold and factorial_significant(r, stem)
+            cells.append(style.bold.format(text) if marked else text)
         rows.append(cells)
     return rows
+
+
+def _bold_flags(effects: pd.DataFrame) -> list[list[bool]]:
+    """Per column of the effects table (the term's first): which cells are bold."""
+    return [[False] * len(effects), *([factorial_significant(r, stem)
+                                       for _, r in effects.iterrows()]
+                                      for stem, _, _ in MEASURES.values())]
 
 
 EFFECTS_NOTE = ("Effects as for accuracy: each computed within each seed from its variants, "
@@ -212,7 +222,8 @@ EFFECTS_CAPTION = ("Factorial effects of the switches on attention locality: {ti
 
 
 def _columns(heads: list[str], latex_rows: list[list[str]], plain_rows: list[list[str]],
-             gaps_from: int, means: tuple[int, ...] = ()) -> list[tex.Column]:
+             gaps_from: int, means: tuple[int, ...] = (),
+             bold: list[list[bool]] | None = None) -> list[tex.Column]:
     """Table columns from rows of cells: the first names the row, those from
     ``gaps_from`` on are gaps (their intervals may go under them), ``means`` are
     mean ± sd."""
@@ -224,7 +235,7 @@ def _columns(heads: list[str], latex_rows: list[list[str]], plain_rows: list[lis
         return {"split": tex.SD_SPLIT, "split_level": tex.SQUEEZED} if i in means else {}
 
     return [tex.Column(tex.head_lines(head), [row[i] for row in latex_rows],
-                       [row[i] for row in plain_rows],
+                       [row[i] for row in plain_rows], bold[i] if bold else [],
                        head_squeezed=tex.head_lines(head, tex.HEAD_LINE_SQUEEZED), **kind(i))
             for i, head in enumerate(heads)]
 
@@ -249,8 +260,9 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
             out += tex.float_table(
                 caption(EFFECTS_CAPTION.format(title=title, seeds=seeds,
                                                s="s" if seeds != 1 else "")),
-                _columns(EFFECTS_HEADER, _effect_rows(mine, LATEX), _effect_rows(mine, PLAIN),
-                         1), [latex_text(n) for n in effects_notes(mine)],
+                _columns(EFFECTS_HEADER, _effect_rows(mine, LATEX, bold=False),
+                         _effect_rows(mine, PLAIN, bold=False), 1, bold=_bold_flags(mine)),
+                [latex_text(n) for n in effects_notes(mine)],
                 continued=caption(f"Factorial effects on attention locality: {title} "
                                   "(continued)."))
     return "\n".join(out)
