@@ -148,14 +148,15 @@ def contrasts(factors: Sequence[str]) -> tuple[list[tuple[bool, ...]], dict]:
                    for term in effect_terms(factors)}
 
 
-def seed_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str) -> pd.DataFrame:
-    """Every term's effect within each complete seed: one row per seed, one column per term.
+def seed_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str,
+                 seeds: Sequence) -> pd.DataFrame:
+    """Every term's effect within each of ``seeds`` (seeds that hold every cell:
+    :func:`complete_seeds`): one row per seed, one column per term.
 
     The seed's runs of each cell are averaged (a cell run twice counts once), so
     each seed contributes one value per effect, whatever the number of runs.
     """
     cells, terms = contrasts(factors)
-    seeds = complete_seeds(runs, factors)
     runs = runs[runs["seed"].isin(seeds)]
     cell_of = {cell: i for i, cell in enumerate(cells)}
     cell = [cell_of[tuple(bool(v) for v in row)] for row in runs[list(factors)].to_numpy()]
@@ -196,9 +197,10 @@ def factorial_effects(runs: pd.DataFrame, factors: Sequence[str],
     None is returned. The column ``seeds`` counts the seeds used.
     """
     runs = runs[np.isfinite(runs[metric].to_numpy(dtype=float))]  # a run without it
-    if not complete_seeds(runs, factors):
+    seeds = complete_seeds(runs, factors)
+    if not seeds:
         return None
-    per_seed = seed_effects(runs, factors, metric)
+    per_seed = seed_effects(runs, factors, metric, seeds)
     scale = float(np.nanmax(np.abs(runs[metric].to_numpy(dtype=float))))
     rows = []
     for term in effect_terms(factors):
