@@ -58,7 +58,7 @@ def test_an_inert_switchs_copies_leave_every_interval_as_it_was(tmp_path):
 def test_the_committed_sweeps_temperature_copies_do_not_narrow_its_intervals():
     # Real runs: the learnable temperature changed top-1 by at most 0.03 pp per
     # (spt, lsa, seed), so the 24-run fit holds little more than the 12
-    # temperature-off runs; a residual pooled over both narrowed SPT's interval by 42 %.
+    # temperature-off runs; a residual pooled over both narrowed SPT's interval.
     runs = load_runs(ROOT / "results" / "examples" / "fashion_mnist")
     runs = runs[runs["status"] == "completed"].assign(y=lambda r: 100 * r["test_top1"])
     assert len(runs) == 24
