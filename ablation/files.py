@@ -1,49 +1,34 @@
 """The suite's one door to the file system: every read, write, move, removal
 and new folder goes through this module, with one policy.
 
-- **Reading**: only regular files, opened without following a link and
-  without blocking (a FIFO would wait for a writer forever), with a size cap
-  (:func:`open_file`, :func:`read_bytes`, :func:`read_text`: one read path).
-  A link, a FIFO, a socket or a device is :class:`UnsafeFile`, one line.
-- **Writing**: atomically (a unique temporary file in the same folder,
-  fsync, rename), so a reader never sees half a file and no two processes
-  write the same temporary file; the folder written into is opened without
-  following a link and the temporary file is created exclusively in it, so a
-  planted link is never written through (:func:`atomic_write`,
-  :func:`save_with` for writers that want a path). Every output gets the
-  mode ``open()`` would give it.
-- **Folders**: made without passing through a link (:func:`make_folder`).
-- **Moving aside and removing**: replaced outputs are never deleted but
-  moved to ``<folder>/.replaced/<time>/`` (:func:`set_aside`), a hidden folder
-  the reporter and ``wandb sync .../wandb/offline-run-*`` do not read; a link
-  is never moved into or removed through, and removing a folder never follows
-  a link inside it (:func:`remove_tree`). What may be set aside or removed
-  at all is the caller's list of what it wrote (a report's ``report.json``,
-  a job's known names).
-- **Listing**: entries as they are, a link never taken for what it points at
-  (:func:`entries`).
+- **Reading**: regular files only, opened without following a link and without
+  blocking (a FIFO would wait for a writer forever), checked on the open
+  descriptor, under a size cap (:func:`open_file`: the one read path). Anything
+  else is :class:`UnsafeFile`, one line.
+- **Writing**: atomically (a unique temporary file in the same folder, fsync,
+  rename) into a folder opened without following a link, with the mode ``open()``
+  would give (:func:`atomic_write`, :func:`save_with`).
+- **Folders** are made, listed and removed without passing through a link.
+- **Replacing**: an earlier output is never deleted but moved to
+  ``<folder>/.replaced/<time>/`` (:func:`set_aside`), and only what the caller
+  says it wrote.
 - **A dataset's files** are the one exception to "no links": the user's data
   folder is read and listed through its links (``follow_links=True``), still
-  only regular files, never blocking, each read under a cap.
+  regular files only, never blocking, each read capped
+  (:mod:`ablation.data.raw_files`).
 
-It is one module, over 400 lines, because it is the one door: its
-policy is read, and kept, in one place.
-
-Nothing else in the package opens, renames, removes or makes a file or
-folder; a structural test holds it to that.
+Nothing else in the package opens, renames, removes or makes a file or folder;
+a structural test holds it to that.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
 import fnmatch
-import gzip
-import hashlib
 import os
 import secrets
 import shutil
 import stat
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -71,32 +56,6 @@ def output_mode() -> int:
     """The mode every output file gets: 0666 less the umask (0644 under umask 022),
     as ``open()`` would give it; ``mkstemp``'s private 0600 is never kept."""
     return 0o666 & ~_umask()
-
-
-def unique_tmp(directory: str | Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
-    """A new temporary file in ``directory`` (not a link) that no other process
-    can pick (``mkstemp``), already given :func:`output_mode`: (open descriptor, path)."""
-    os.close(_open_folder(directory))
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
-    try:
-        os.fchmod(fd, output_mode())
-    except BaseException:
-        os.close(fd)
-        Path(name).unlink(missing_ok=True)
-        raise
-    return fd, Path(name)
-
-
-@contextlib.contextmanager
-def temporary_beside(directory: str | Path, prefix: str, suffix: str) -> Iterator[Path]:
-    """A :func:`unique_tmp` name for a writer that opens the file itself (Keras's
-    ``save``), to be renamed into place; removed if it was not."""
-    fd, name = unique_tmp(directory, prefix, suffix)
-    os.close(fd)
-    try:
-        yield name
-    finally:
-        name.unlink(missing_ok=True)
 
 
 def fsync_path(path: str | Path) -> None:
@@ -141,15 +100,27 @@ def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> 
 def save_with(path: str | Path, write: Callable[[Path], object], *, fsync: bool = True
               ) -> Path:
     """``write(temporary path)`` (Keras's ``save``, Matplotlib's ``savefig``), then
-    the result renamed over ``path``: atomic as :func:`atomic_write` is."""
+    the result renamed over ``path``: atomic as :func:`atomic_write` is. The
+    temporary name is one no other process can pick (``mkstemp``, in a folder that
+    is not a link), already given :func:`output_mode`; it is removed if the write fails."""
     path = Path(path)
-    with temporary_beside(path.parent, f".{path.name}.", path.suffix or ".tmp") as tmp:
+    os.close(_open_folder(path.parent))
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp",
+                                dir=path.parent)
+    tmp = Path(name)
+    try:
+        try:
+            os.fchmod(fd, output_mode())
+        finally:
+            os.close(fd)
         write(tmp)
         if not os.path.isfile(tmp) or os.path.islink(tmp):
             raise UnsafeFile(f"{tmp} was not written as a regular file")
         if fsync:
             fsync_path(tmp)
         os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -171,13 +142,8 @@ class UnsafeFile(OSError):
 def open_file(path: str | Path, limit: int, *, follow_links: bool = False) -> BinaryIO:
     """``path`` opened for binary reading, if it is a regular file of at most
     ``limit`` bytes (else :class:`NotAFile` / :class:`TooBig`): a file object, for
-    readers that stream (NumPy, PIL, tarfile, hashing).
-
-    Opened without blocking (a FIFO would otherwise wait for a writer forever) and
-    checked on the open descriptor, so it cannot be swapped between the check and
-    the read. The suite's own files are opened without following a link
-    (``O_NOFOLLOW``: a link is refused); a user's data may be linked
-    (``follow_links=True``)."""
+    readers that stream (NumPy, PIL, tarfile, hashing). Opened without blocking and
+    checked on the descriptor; a link is refused unless ``follow_links``."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     try:
         fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
@@ -188,7 +154,7 @@ def open_file(path: str | Path, limit: int, *, follow_links: bool = False) -> Bi
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise NotAFile(f"{shown(path)} is {_what(info.st_mode)}, not a regular file")
+            raise NotAFile(f"{shown(path)} is {what_is(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise TooBig(f"{shown(path)} is {info.st_size:,} bytes, over the "
                          f"{limit:,}-byte cap")
@@ -202,7 +168,7 @@ def read_bytes(path: str | Path, limit: int, *, follow_links: bool = False) -> b
     """The bytes of ``path``, opened as :func:`open_file` opens it; at most ``limit``
     of them (a file that grows while it is read stops there)."""
     with open_file(path, limit, follow_links=follow_links) as f:
-        return _capped(f, limit, shown(path))
+        return read_capped(f, limit, shown(path))
 
 
 def read_text(path: str | Path, limit: int, errors: str = "strict") -> str:
@@ -235,31 +201,29 @@ def discard_output(fd: int) -> None:
     os.close(null)
 
 
-def is_regular(path: str | Path) -> bool:
-    """True for a regular file that is not a link."""
+def _lstat_is(path: str | Path, test: Callable[[int], bool]) -> bool:
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        return test(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def is_regular(path: str | Path) -> bool:
+    """True for a regular file that is not a link."""
+    return _lstat_is(path, stat.S_ISREG)
 
 
 def is_folder(path: str | Path) -> bool:
     """True for a folder that is not a link."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    return _lstat_is(path, stat.S_ISDIR)
 
 
 def entries(folder: str | Path, pattern: str = "*", *, hidden: bool = True,
             follow_links: bool = False) -> list[Path]:
-    """The names directly in ``folder`` matching the one-level ``pattern``
-    (sorted), links included as themselves: test them with :func:`is_regular`
-    / :func:`is_folder`, which never follow one; names starting with a dot only
-    with ``hidden``. The suite's own folders are not listed through a link:
-    nothing when ``folder`` is not a folder (or is a link). A user's data folder
-    may be a link (``follow_links=True``); then a folder that cannot be listed
-    raises its ``OSError``."""
+    """The names directly in ``folder`` matching the one-level ``pattern`` (sorted),
+    links included as themselves; dot names only with ``hidden``. Nothing when
+    ``folder`` is not a folder or is a link, unless ``follow_links`` (a user's data
+    folder), where a folder that cannot be listed raises its ``OSError``."""
     if "/" in pattern:
         raise ValueError(f"entries() looks one level down, not {pattern!r}")
     if not follow_links and not is_folder(folder):
@@ -275,8 +239,7 @@ def walk(root: str | Path) -> Iterator[tuple[str, list[str], list[str]]]:
 
 def make_folder(path: str | Path) -> Path:
     """``path`` and its missing parents as folders; refused (:class:`UnsafeFile`)
-    when ``path`` exists as a link (``mkdir`` would accept a link to a folder
-    and every write below it would land elsewhere)."""
+    when ``path`` is a link (every write below it would land elsewhere)."""
     path = Path(path)
     if os.path.islink(path):
         raise UnsafeFile(f"{path} is a symbolic link where the suite makes a folder: "
@@ -286,10 +249,9 @@ def make_folder(path: str | Path) -> Path:
 
 
 def own_file(path: str | Path) -> Path:
-    """``path`` for a library that opens and appends to a file of the suite's
-    itself (Optuna's journal): refused (:class:`UnsafeFile`) when a link or
-    anything but a regular file is there, so no write lands elsewhere and no
-    open blocks. Absent is fine: the library creates it."""
+    """``path`` for a library that opens a file of the suite's itself (Optuna's
+    journal): refused (:class:`UnsafeFile`) when a link or anything but a regular
+    file is there. Absent is fine: the library creates it."""
     path = Path(path)
     if os.path.islink(path):
         raise UnsafeFile(f"{shown(path)} is a symbolic link where the suite keeps a file of "
@@ -306,12 +268,10 @@ def remove_file(path: str | Path) -> None:
 
 
 def remove_tree(path: str | Path) -> bool:
-    """Remove the folder ``path`` and all below it; a link (at ``path`` or
-    inside) is never followed. False, and nothing removed, when ``path`` is a
-    link or not a folder."""
+    """Remove the folder ``path`` and all below it, never following a link inside
+    (``rmtree`` is fd-based on Linux); False when ``path`` is a link or no folder."""
     if not is_folder(path):
         return False
-    # fd-based on Linux: a link inside is removed itself, never followed
     shutil.rmtree(path, ignore_errors=True)
     return True
 
@@ -328,8 +288,7 @@ def remove_empty_folder(path: str | Path) -> bool:
 
 
 def move(source: str | Path, target: str | Path) -> Path:
-    """Rename ``source`` to ``target`` in place of any file there (not a folder);
-    the target's folder must not be a link."""
+    """Rename ``source`` over ``target`` (a file), in a folder that is not a link."""
     target = Path(target)
     os.close(_open_folder(target.parent))
     os.replace(source, target)
@@ -338,11 +297,7 @@ def move(source: str | Path, target: str | Path) -> Path:
 
 def check_results_dir(results_dir: str) -> Path:
     """``results_dir`` (absolute) as a safe place for a sweep, or :class:`UnsafeFile`
-    saying why.
-
-    Refused: empty (the sweep would land at the file system's root), the root
-    itself, something that is not a folder, and a folder that cannot be
-    created or written (read-only, another user's)."""
+    saying why: empty, the root, not a folder, or not writable are refused."""
     text = str(results_dir or "").strip()
     if not text:
         raise UnsafeFile("results_dir is empty: the sweep would be written at the file "
@@ -395,10 +350,8 @@ def replaced_folder(folder: str | Path) -> Path:
 
 
 def set_aside(paths: Iterable[str | Path], target: str | Path) -> list[Path]:
-    """Move each of ``paths`` that exists into the folder ``target`` (created
-    when there is something to move); returns their new paths. Neither
-    ``target`` nor the ``.replaced/`` folder above it may be a link: the
-    outputs would otherwise move out of the folder."""
+    """Move each of ``paths`` that exists into the folder ``target`` (created when
+    there is something to move, never a link); returns their new paths."""
     paths = [Path(p) for p in paths if os.path.lexists(p)]
     target = Path(target)
     if paths:
@@ -412,25 +365,6 @@ def set_aside(paths: Iterable[str | Path], target: str | Path) -> list[Path]:
         path.rename(target / path.name)
         moved.append(target / path.name)
     return moved
-
-
-# --- Reading a dataset: the user's folder, links followed ----------------------
-#
-# A data folder is the user's, and anything can lie in it. Each read below
-# opens a *regular* file only: the open never blocks (a FIFO planted under an
-# image's name opens at once and is then refused), and the opened file, not the
-# name, is checked, so a name swapped between a listing and the open is caught.
-# Devices (``/dev/zero``), FIFOs and sockets are refused in one line naming what
-# they are, and every read stops at a size cap. Symbolic links are followed for
-# reading: a data folder whose class folders or files are links reads what they
-# point at, and the data fingerprint hashes exactly that, walking the same
-# listing (:func:`kind`, :func:`ablation.data.images.image_folder_files`).
-
-# What one read may take: any data file streamed (hashed, or an archive read
-# member by member), and what is read whole into memory (a pickled batch, an
-# IDX file; the largest official one, CIFAR-100's train batch, is 155 MB).
-MAX_FILE_BYTES = 8 << 30
-MAX_READ_BYTES = 1 << 30
 
 
 class NotAFile(UnsafeFile):
@@ -447,7 +381,8 @@ def shown(path) -> str:
     return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _what(mode: int) -> str:
+def what_is(mode: int) -> str:
+    """``a folder``, ``a FIFO (named pipe)``, ... for a file mode that is not a regular file."""
     for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device")):
@@ -456,76 +391,9 @@ def _what(mode: int) -> str:
     return "not a regular file"
 
 
-def kind(path: Path) -> str:
-    """What ``path`` is, links followed, without opening it: ``file``, ``folder``,
-    ``missing`` (nothing there, or a link to nothing) or ``special`` (a FIFO,
-    socket or device: never to be opened)."""
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing"
-    except OSError:  # a link loop, a name too long, no permission to look
-        return "missing"
-    if stat.S_ISREG(mode):
-        return "file"
-    return "folder" if stat.S_ISDIR(mode) else "special"
-
-
-def describe(path: Path) -> str:
-    """``a FIFO (named pipe)``, ``a character device``, ... for a refusal."""
-    try:
-        return _what(os.stat(path).st_mode)
-    except OSError as e:
-        return f"unreadable ({e.strerror or e})"
-
-
-def size(path: Path) -> int:
-    """Bytes in a regular file (links followed), without opening it."""
-    return os.stat(path).st_size
-
-
-def _capped(f: BinaryIO, limit: int, what) -> bytes:
+def read_capped(f: BinaryIO, limit: int, what) -> bytes:
+    """At most ``limit`` bytes of the open file ``f``, else :class:`TooBig` naming ``what``."""
     data = f.read(limit + 1)
     if len(data) > limit:
         raise TooBig(f"{what} holds over {limit:,} bytes (the cap)")
     return data
-
-
-def read_gzip(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
-    """The decompressed bytes of one gzip file, at most ``limit`` of them
-    (a small file that unpacks to gigabytes stops there)."""
-    with open_file(path, MAX_FILE_BYTES, follow_links=True) as raw, \
-            gzip.GzipFile(fileobj=raw, mode="rb") as f:
-        return _capped(f, limit, f"{shown(path)} (decompressed)")
-
-
-def read_tar_members(archive: Path, names: Iterable[str],
-                     limit: int = MAX_READ_BYTES) -> dict[str, bytes]:
-    """The named regular members of a tar archive (gzip, bzip2, xz or plain),
-    read in one pass over it; a name it does not hold is absent from the result.
-    A name held twice gives its last copy, as ``tarfile`` does."""
-    wanted, found = set(names), {}
-    with open_file(archive, MAX_FILE_BYTES, follow_links=True) as raw, \
-            tarfile.open(fileobj=raw, mode="r|*") as tar:
-        for member in tar:
-            name = member.name.removeprefix("./")
-            if name not in wanted:
-                continue
-            if not member.isfile():
-                raise NotAFile(f"{name} in the archive is not a regular file")
-            f = tar.extractfile(member)
-            found[name] = _capped(f, limit, name)
-    return found
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 (hex) of one regular file, streamed."""
-    h = hashlib.sha256()
-    with open_file(path, MAX_FILE_BYTES, follow_links=True) as f:
-        read = 0
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            read += len(chunk)
-            if read > MAX_FILE_BYTES:
-                raise TooBig(f"{shown(path)} grew past {MAX_FILE_BYTES:,} bytes (the cap)")
-            h.update(chunk)
-    return h.hexdigest()

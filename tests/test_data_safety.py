@@ -380,6 +380,7 @@ def test_reads_are_capped(tmp_path):
     import gzip
 
     from ablation import files
+    from ablation.data import raw_files
 
     big = tmp_path / "big"
     big.write_bytes(b"x" * 2000)
@@ -390,9 +391,9 @@ def test_reads_are_capped(tmp_path):
         f.write(bytes(10 << 20))  # 10 MB of zeros in a few kB
     assert bomb.stat().st_size < 100_000
     with pytest.raises(files.TooBig, match="decompressed"):
-        files.read_gzip(bomb, limit=1 << 20)
+        raw_files.read_gzip(bomb, limit=1 << 20)
     with pytest.raises(files.NotAFile, match="a character device"):
-        files.open_file("/dev/zero", files.MAX_FILE_BYTES, follow_links=True)
+        files.open_file("/dev/zero", raw_files.MAX_FILE_BYTES, follow_links=True)
 
 
 # --- the fingerprint covers what was read, by the same walk -------------------

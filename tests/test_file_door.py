@@ -28,7 +28,8 @@ MODULE_CALLS = {
 METHODS = {"write_text", "write_bytes", "read_text", "read_bytes", "unlink", "rename",
            "mkdir", "rmdir", "touch", "symlink_to", "hardlink_to", "savefig", "rglob"}
 # Writers that may fill an in-memory buffer (the door then writes its bytes),
-# and NumPy's reader on a file object the door opened, never unpickling.
+# NumPy's reader on a file object the door opened, never unpickling, and an
+# archive read from a file object the door opened.
 TO_BUFFER = {"savefig", "save", "savez", "savez_compressed"}
 
 
@@ -36,6 +37,8 @@ def harmless(node: ast.Call, name: str) -> bool:
     first = node.args[0] if node.args else None
     if name in TO_BUFFER:
         return isinstance(first, ast.Name) and first.id.endswith("buffer")
+    if name == "open" and not node.args:
+        return any(k.arg == "fileobj" for k in node.keywords)
     if name == "load":
         return isinstance(first, ast.Name) and any(
             k.arg == "allow_pickle" and isinstance(k.value, ast.Constant)
@@ -50,7 +53,7 @@ def file_effects(path: Path) -> list[str]:
         if not isinstance(node, ast.Call):
             continue
         f = node.func
-        if isinstance(f, ast.Attribute) and f.attr in {"savefig", "load", *TO_BUFFER} \
+        if isinstance(f, ast.Attribute) and f.attr in {"savefig", "load", "open", *TO_BUFFER} \
                 and harmless(node, f.attr):
             continue
         if isinstance(f, ast.Name) and f.id in BUILTINS:
@@ -72,14 +75,15 @@ def test_no_module_but_the_door_touches_a_file():
 
 def test_the_structural_check_sees_each_kind_of_call(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text("import os, shutil\nimport numpy as np\n"
+    module.write_text("import os, shutil, tarfile\nimport numpy as np\n"
                       "open('x')\nos.replace('a', 'b')\nshutil.rmtree('d')\n"
                       "np.load('f')\nPath('p').write_text('t')\nfig.savefig('x.png')\n"
                       "'text'.replace('a', 'b')\nfig.savefig(buffer)\n"
-                      "np.load(f, allow_pickle=False)\nnp.load(f)\n")
+                      "np.load(f, allow_pickle=False)\nnp.load(f)\n"
+                      "tarfile.open(fileobj=raw, mode='r|*')\ntarfile.open('x.tar')\n")
     assert [c.split(": ")[1] for c in file_effects(module)] == [
         "open()", "os.replace()", "shutil.rmtree()", "np.load()", ".write_text()",
-        ".savefig()", "np.load()"]
+        ".savefig()", "np.load()", "tarfile.open()"]
 
 
 # --- the door's policy ----------------------------------------------------------

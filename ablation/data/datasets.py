@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ablation import files
+from ablation.data import raw_files
 from ablation.files import shown
 from ablation.data.formats import (DataError, cifar_folder_files, idx_files, one_line, read_cifar,
                                    read_idx_folder)
@@ -76,7 +76,7 @@ def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
     """MNIST or Fashion-MNIST: ``dataset.path``, then ``search_paths``, then download."""
     candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
     for folder in candidates:
-        if files.kind(Path(folder)) == "folder":
+        if raw_files.kind(Path(folder)) == "folder":
             x_train, y_train, x_test, y_test = read_idx_folder(folder)
             break
         if cfg["path"]:
@@ -115,7 +115,7 @@ def load_image_folder(cfg: Mapping) -> tuple:
     if not cfg["path"]:
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     root = Path(cfg["path"])
-    if files.kind(root) != "folder":
+    if raw_files.kind(root) != "folder":
         raise DataError(f"dataset.path={shown(root)} is not a folder")
     train_root, test_root, folders = image_folder_layout(root)
     if not folders:
@@ -180,11 +180,11 @@ def check_source(cfg: Mapping) -> None:
     if name == "image_folder" and not path:
         raise DataError("dataset=image_folder needs dataset.path=<folder of class folders>")
     if path:
-        what = files.kind(Path(path))
+        what = raw_files.kind(Path(path))
         if what == "missing":
             raise DataError(f"dataset.path={shown(path)} does not exist")
         if what == "special":  # /dev/zero, a FIFO: never opened, never waited on
-            raise DataError(f"dataset.path={shown(path)} is {files.describe(Path(path))}, not a "
+            raise DataError(f"dataset.path={shown(path)} is {raw_files.describe(Path(path))}, not a "
                             f"data file or folder: point it at the archive or folder")
 
 
@@ -199,7 +199,7 @@ def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
     name = cfg["name"]
     if name in ("mnist", "fashion_mnist"):
         candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
-        source = next((Path(f) for f in candidates if files.kind(Path(f)) == "folder"), None)
+        source = next((Path(f) for f in candidates if raw_files.kind(Path(f)) == "folder"), None)
         if source is None and cfg["path"]:
             source = Path(cfg["path"])
     else:
@@ -207,7 +207,7 @@ def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
             and cfg["path"] else None
     if source is None:
         return None
-    what = files.kind(source)
+    what = raw_files.kind(source)
     if what == "special":
         check_source(cfg)  # the one-line refusal
     if what != "folder":
@@ -216,7 +216,7 @@ def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
         return source, image_folder_files(source)
     if name in ("cifar10", "cifar100"):
         return source, [f for f in cifar_folder_files(source, fine=name == "cifar100")
-                        if files.kind(f) != "missing"]
+                        if raw_files.kind(f) != "missing"]
     return source, idx_files(source)
 
 

@@ -25,7 +25,7 @@ _CACHE: dict[tuple, dict] = {}
 
 def _folder_digest(source: Path, paths: list[Path]) -> str:
     """SHA-256 over each file's name relative to ``source`` and content, in sorted order."""
-    from ablation.files import file_digest
+    from ablation.data.raw_files import file_digest
 
     h = hashlib.sha256()
     for rel, path in sorted((os.fsencode(p.relative_to(source)), p) for p in paths):
@@ -55,7 +55,7 @@ def data_fingerprint(cfg: Mapping) -> dict:
 
     A file that cannot be read (not a regular file, over the cap, gone) is a
     :class:`~ablation.data.formats.DataError` in one line, never a wait."""
-    from ablation import files
+    from ablation.data import raw_files
     from ablation.data.datasets import source_files
     from ablation.files import shown
     from ablation.data.formats import DataError, one_line
@@ -64,7 +64,7 @@ def data_fingerprint(cfg: Mapping) -> dict:
     if read is None:
         return _library_fingerprint(cfg)
     source, paths = read
-    folder = files.kind(source) == "folder"
+    folder = raw_files.kind(source) == "folder"
     try:
         key = (folder, str(source.resolve()), *sorted(
             (os.fsencode(p), s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
@@ -74,7 +74,7 @@ def data_fingerprint(cfg: Mapping) -> dict:
                 digest = _folder_digest(source, paths)
                 text = f"{shown(source)} ({len(paths)} files)"
             else:
-                digest, text = files.file_digest(source), shown(source)
+                digest, text = raw_files.file_digest(source), shown(source)
             _CACHE[key] = {"fingerprint": f"sha256:{digest}", "source": text}
     except OSError as e:
         raise DataError(f"dataset.path={shown(source)} cannot be read ({one_line(e)}); point "

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ablation import files
+from ablation.data import raw_files
 from ablation.files import read_bytes, shown
 
 
@@ -96,19 +97,19 @@ def cifar_folder_files(path: Path, fine: bool) -> list[Path]:
     """The batch files read from an extracted CIFAR folder: ``path/<folder>/...``
     where that folder is there, else ``path/...``."""
     folder, members = cifar_members(fine)
-    root = path / folder if files.kind(path / folder) == "folder" else path
+    root = path / folder if raw_files.kind(path / folder) == "folder" else path
     return [root / member for member in members]
 
 
 def _cifar_batches(path: Path, fine: bool) -> dict[str, object]:
     """Every batch of a CIFAR archive or extracted folder, unpickled safely, by member name."""
     folder, members = cifar_members(fine)
-    if files.kind(path) == "folder":
+    if raw_files.kind(path) == "folder":
         raw = {}
         for file, member in zip(cifar_folder_files(path, fine), members):
-            raw[member] = (read_bytes(file, files.MAX_READ_BYTES, follow_links=True), shown(file))
+            raw[member] = (read_bytes(file, raw_files.MAX_READ_BYTES, follow_links=True), shown(file))
     else:
-        found = files.read_tar_members(path, [f"{folder}/{m}" for m in members])
+        found = raw_files.read_tar_members(path, [f"{folder}/{m}" for m in members])
         missing = [m for m in members if f"{folder}/{m}" not in found]
         if missing:
             raise DataError(f"{shown(path)} has no {folder}/{missing[0]}: it is not a {folder} "
@@ -171,7 +172,7 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
     """
     path = Path(path)
     folder, members = cifar_members(fine)
-    if files.kind(path) == "missing":
+    if raw_files.kind(path) == "missing":
         raise DataError(f"dataset.path={shown(path)} does not exist")
     try:
         batches = _cifar_batches(path, fine)
@@ -194,8 +195,8 @@ def read_cifar(path: str | Path, fine: bool) -> tuple:
 def _read_idx(path: Path) -> np.ndarray:
     """One IDX file (the MNIST format), gzipped or not."""
     try:
-        data = files.read_gzip(path) if path.suffix == ".gz" else read_bytes(
-            path, files.MAX_READ_BYTES, follow_links=True)
+        data = raw_files.read_gzip(path) if path.suffix == ".gz" else read_bytes(
+            path, raw_files.MAX_READ_BYTES, follow_links=True)
     except (files.NotAFile, files.TooBig) as e:  # the message names the file
         raise DataError(f"{e}; re-download it or point dataset.path at a good copy") from None
     except (OSError, EOFError, zlib.error) as e:
@@ -220,7 +221,7 @@ def idx_files(folder: Path) -> list[Path]:
     for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
         for candidate in (folder / f"{stem}.gz", folder / stem):
-            if files.kind(candidate) != "missing":  # a FIFO or device is refused on reading
+            if raw_files.kind(candidate) != "missing":  # a FIFO or device is refused on reading
                 found.append(candidate)
                 break
         else:

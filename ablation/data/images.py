@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ablation import files
+from ablation.data import raw_files
 from ablation.files import shown
 from ablation.data.formats import DataError, one_line
 
@@ -58,7 +59,7 @@ def _entries(folder: Path) -> list[Path]:
 
 def class_folders(root: Path) -> list[Path]:
     """The class folders of ``root``: its folders, links to folders included."""
-    return [p for p in _entries(root) if files.kind(p) == "folder"]
+    return [p for p in _entries(root) if raw_files.kind(p) == "folder"]
 
 
 @dataclass
@@ -77,10 +78,10 @@ def class_files(folder: Path) -> ClassFiles:
     FIFOs, sockets, devices and links to nothing are skipped by reason without
     being opened."""
     listing = ClassFiles()
-    if files.kind(folder) != "folder":
+    if raw_files.kind(folder) != "folder":
         return listing
     for entry in _entries(folder):
-        what = files.kind(entry)
+        what = raw_files.kind(entry)
         if what == "folder":
             continue
         if what == "special":
@@ -91,7 +92,7 @@ def class_files(folder: Path) -> ClassFiles:
             listing.not_images[entry.suffix.lower() or "(no suffix)"] += 1
         else:
             try:
-                too_big = files.size(entry) > MAX_IMAGE_BYTES
+                too_big = raw_files.size(entry) > MAX_IMAGE_BYTES
             except OSError:  # gone since the listing
                 listing.skipped.append((NO_TARGET, entry))
                 continue
@@ -105,8 +106,8 @@ def class_files(folder: Path) -> ClassFiles:
 def image_folder_layout(root: Path) -> tuple[Path, Path | None, list[str]]:
     """(train root, test root or None, class folder names) of an image folder:
     ``root/train`` and ``root/test`` (or ``val``) when there, else ``root``."""
-    train_root = root / "train" if files.kind(root / "train") == "folder" else root
-    test_root = next((root / s for s in ("test", "val") if files.kind(root / s) == "folder"),
+    train_root = root / "train" if raw_files.kind(root / "train") == "folder" else root
+    test_root = next((root / s for s in ("test", "val") if raw_files.kind(root / s) == "folder"),
                      None)
     folders = [p.name for p in class_folders(train_root)
                if p.name not in ("train", "test", "val")]
@@ -224,7 +225,7 @@ def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
                 continue
             skipped[reason] += 1
             examples.setdefault(reason, []).append(shown(file.relative_to(root)))
-        is_folder = files.kind(folder) == "folder"
+        is_folder = raw_files.kind(folder) == "folder"
         if is_folder and count == 0:
             raise DataError(f"class folder {shown(folder)} has no readable images "
                             f"({', '.join(IMAGE_SUFFIXES)})")
