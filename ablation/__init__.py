@@ -7,6 +7,6 @@ are :mod:`ablation.model.tokenizer` (SPT) and :mod:`ablation.model.attention`
 (LSA mask, temperature), and :func:`ablation.model.build_model` is the one
 place they reach the model. The subpackages follow the flow of a run:
 config -> sweep -> job -> train (data, augment, model) -> runs (record, W&B)
--> report; docs/development.md draws the layout.
+-> report; docs/development/README.md draws the layout.
 """
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ or shows a switch (variant names and folder names, the record schema, the
 tables' columns and rows, factor labels, the job line, W&B tags and config,
 the dashboard) is derived from :data:`REGISTRY`. Adding a switch is an entry
 here, its key in ``conf/config.yaml`` and its argument of the one layer it
-changes (docs/development.md).
+changes (docs/development/README.md).
 
 A run is named after the switches that are on (``spt+lsa+temp-s0``; the plain
 ViT is ``vit``); the tables call the variants by the paper's and the keras.io

@@ -1,6 +1,6 @@
 """The ``tune`` config group read as a search protocol, and what a job records of it.
 
-A tuned sweep (:mod:`hydra_plugins.vit_ablation.tuning`) searches ``tune.params`` for
+A tuned sweep (:mod:`hydra_plugins.vit_ablation.tuned_sweep`) searches ``tune.params`` for
 each variant on validation, then trains the final runs at the best values.
 Each job it launches carries ``tune.role`` (``trial`` or ``final``),
 ``tune.study`` and, for a trial, ``tune.trial``; this module turns that into

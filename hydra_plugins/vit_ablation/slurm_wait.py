@@ -12,8 +12,8 @@ then ends the whole sweep with a traceback and no report.
 launcher with one change, made here. Each job's wait looks for the result file
 and asks ``squeue``, never ``sacct``: ``squeue`` lists a job while Slurm knows
 it, and an ended one for the cluster's ``MinJobAge``. A job that Slurm lists
-as ended, or no longer lists, and that has left no result :data:`GRACE_ENV`
-seconds later (a shared file system may show the file late), is given up:
+as ended, or no longer lists, and that has left no result
+``hydra.launcher.result_grace_s`` seconds later (a shared file system may show the file late), is given up:
 the launcher returns a placeholder for it (a ``JobReturn`` with no outcome),
 the sweep goes on to its report, and the sweep's end lists the job as
 unfinished, with the command that resumes it, and exits 1
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -34,20 +33,10 @@ from ablation.files import entries
 
 log = logging.getLogger(__name__)
 
-GRACE_ENV = "VIT_ABLATION_SLURM_GRACE_S"
-DEFAULT_GRACE_S = 60.0
 POLL_S = 5.0
 # Slurm's job states after which a job runs no more (squeue --states=all)
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
                    "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT"})
-
-
-def grace_seconds() -> float:
-    """How long an ended job's result may take to appear (``$VIT_ABLATION_SLURM_GRACE_S``)."""
-    try:
-        return max(float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S)), 0.0)
-    except ValueError:
-        return DEFAULT_GRACE_S
 
 
 def slurm_state(job_id: str) -> str | None:
@@ -67,14 +56,14 @@ def slurm_state(job_id: str) -> str | None:
 class BoundedJob:
     """A submitit job whose ``results()`` returns once Slurm is done with it."""
 
-    def __init__(self, job, overrides: list[str]):
-        self.job, self.overrides = job, overrides
+    def __init__(self, job, overrides: list[str], grace_s: float):
+        self.job, self.overrides, self.grace_s = job, overrides, grace_s
 
     def __getattr__(self, name):
         return getattr(self.job, name)
 
     def results(self) -> list:
-        grace, ended_at = grace_seconds(), None
+        grace, ended_at = self.grace_s, None
         while True:
             if self.has_result():
                 return self.result()
@@ -118,9 +107,10 @@ class BoundedJob:
 
 
 @contextlib.contextmanager
-def bounded_waits(job_overrides) -> Iterator[None]:
+def bounded_waits(job_overrides, grace_s: float) -> Iterator[None]:
     """Within the block, the jobs submitit's executor returns are :class:`BoundedJob`\\ s
-    (Hydra's launcher makes its executor and waits inside one method)."""
+    that give up ``grace_s`` after Slurm ended them (Hydra's launcher makes its
+    executor and waits inside one method)."""
     import submitit
 
     executor_class = submitit.AutoExecutor
@@ -128,7 +118,7 @@ def bounded_waits(job_overrides) -> Iterator[None]:
     class BoundedExecutor(executor_class):
         def map_array(self, *args, **kwargs):
             jobs = super().map_array(*args, **kwargs)
-            return [BoundedJob(job, list(o)) for job, o in zip(jobs, job_overrides)]
+            return [BoundedJob(job, list(o), grace_s) for job, o in zip(jobs, job_overrides)]
 
     submitit.AutoExecutor = BoundedExecutor
     try:

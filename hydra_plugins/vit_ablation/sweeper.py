@@ -1,14 +1,14 @@
 """``hydra/sweeper=vit_ablation``, every multirun's sweeper (the default): Hydra's
 basic sweeper whose end is computed from what its jobs hand back
 (:mod:`hydra_plugins.vit_ablation.outcomes`); with a ``tune=...`` preset, each
-variant is searched first (:mod:`hydra_plugins.vit_ablation.tuning`)."""
+variant is searched first (:mod:`hydra_plugins.vit_ablation.tuned_sweep`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ablation.config.hydra_internals import basic_sweeper
 from hydra_plugins.vit_ablation.outcomes import end_sweep
-from hydra_plugins.vit_ablation.tuning import Tuner
+from hydra_plugins.vit_ablation.tuned_sweep import Tuner
 
 
 class AblationSweeper(basic_sweeper()):
