@@ -235,7 +235,7 @@ MUTATIONS = (
              "key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))",
              "key = (json.dumps(dict(cfg), sort_keys=True, default=str), 0)",
              "the next job of a sweep reuses the last seed's validation split"),
-    Mutation("layer_seed_ignores_run_seed", "ablation/augment/seeding.py",
+    Mutation("layer_seed_ignores_run_seed", "ablation/augment/autoaugment.py",
              "return (int(seed) * 1_000_003", "return (0 * int(seed) * 1_000_003",
              "the in-model augmentation draws the same for every seed"),
     # --- a moved constant of the paper presets (tests/test_paper_constants.py)

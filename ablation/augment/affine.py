@@ -1,19 +1,12 @@
-"""Resize + random flip + rotation + zoom as one affine resample (the fast augmentation).
+"""Resize + random flip + rotation + zoom as one affine resample (``augmentation.implementation=fused``).
 
 The keras.io example chains ``Resizing``, ``RandomFlip``, ``RandomRotation``
-and ``RandomZoom``: four passes over the batch, three of them bilinear
-resamples of the enlarged image. :class:`AffineAugmentation` composes the four
-maps into one coordinate transform per image and samples the small input image
-once, bilinearly, with ``keras.ops`` gathers only. That is the same augmentation
-in distribution (same random laws for the flip, the angle and the two zoom
-factors; edges reflected as the Keras layers do), sharper by construction (one
-interpolation instead of three), and fast on every backend: on JAX the Keras
-rotation and zoom layers are the slow part of a training step on a CPU.
-
-With no randomness left (``training=False``, or every factor 0 and no flip) it
-is exactly ``Resizing`` (bilinear, half-pixel centres). Select it with
-``augmentation.implementation=fused`` (the default) or keep the example's chained
-layers with ``augmentation.implementation=keras_layers``.
+and ``RandomZoom``: three bilinear resamples. :class:`AffineAugmentation`
+composes the four maps into one coordinate transform per image and samples
+the input once, with ``keras.ops`` gathers only: the same random laws (edges
+reflected as the Keras layers do), one interpolation instead of three, fast
+on every backend. Without randomness it is exactly ``Resizing`` (bilinear,
+half-pixel centres).
 """
 from __future__ import annotations
 
@@ -32,16 +25,8 @@ def _reflect(coord, size: int):
 
 @keras.saving.register_keras_serializable(package="ablation")
 class AffineAugmentation(layers.Layer):
-    """Resize to ``size`` x ``size`` and, in training, randomly flip, rotate and zoom.
-
-    Args:
-        size: output height and width.
-        horizontal_flip: flip half the images left-right.
-        rotation: angles uniform in +-``rotation`` of a full turn (``RandomRotation``).
-        zoom: height and width zoom factors, each uniform in [1 - zoom, 1 + zoom]
-            and independent (``RandomZoom(zoom, zoom)``: > 1 zooms out and shows more of the image).
-        seed: seed of the layer's random generator.
-    """
+    """Resize to ``size`` x ``size`` and, in training, randomly flip, rotate and zoom:
+    ``rotation`` and ``zoom`` as ``RandomRotation(rotation)`` and ``RandomZoom(zoom, zoom)``."""
 
     def __init__(self, size: int, horizontal_flip: bool = False, rotation: float = 0.0,
                  zoom: float = 0.0, seed: int | None = None, **kwargs):

@@ -1,11 +1,12 @@
-"""AutoAugment's CIFAR-10 policy, from Keras 3's own image layers, per image."""
+"""AutoAugment's CIFAR-10 policy, from Keras 3's own image layers, per image; and
+:func:`layer_seed`, each random layer's own seed."""
 from __future__ import annotations
+
+import zlib
 
 import keras
 import numpy as np
 from keras import layers, ops
-
-from ablation.augment.seeding import layer_seed
 
 # AutoAugment, CIFAR-10 policy (Cubuk et al. 2019; the table the official code's
 # CIFAR10Policy implements): 25 sub-policies of two (operation, probability, magnitude 0-9).
@@ -39,6 +40,18 @@ CIFAR10_POLICY = [
 
 RANGE = (0, 255)
 GREY = 128.0  # the official code fills shifted-in pixels with (128, 128, 128)
+
+
+def layer_seed(seed: int | None, name: str) -> int | None:
+    """A seed for the random layer ``name`` of a run seeded with ``seed`` (None stays None).
+
+    Keras layers given the same integer seed draw the same uniforms at each
+    step (a flip would decide the sign of every rotation): deriving each
+    layer's seed from its name keeps them independent and runs reproducible.
+    """
+    if seed is None:
+        return None
+    return (int(seed) * 1_000_003 + zlib.crc32(name.encode())) % (2**31 - 1)
 
 
 def operation(name: str, magnitude: int, seed=None) -> layers.Layer:

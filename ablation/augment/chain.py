@@ -1,8 +1,5 @@
-"""The per-image augmentation chain that runs inside the model, in training only.
-
-It lives inside the model so it runs on the accelerator with the rest of the
-step, and the data can stay plain numpy.
-"""
+"""The per-image augmentation chain inside the model (so it runs on the accelerator
+with the rest of the step, and the data stays plain numpy), in training only."""
 from __future__ import annotations
 
 import keras
@@ -10,10 +7,48 @@ import numpy as np
 from keras import layers
 
 from ablation.augment.affine import AffineAugmentation
+from ablation.augment.autoaugment import RANGE, AutoAugment, layer_seed
 from ablation.augment.normalization import AdaptedNormalization, ChannelStatistics
-from ablation.augment.recipe import recipe_layers
-from ablation.augment.seeding import layer_seed
 from ablation.config.choices import AUGMENTATION_IMPLEMENTATIONS
+
+
+def recipe_layers(crop_padding: int, policy: str | None, random_erasing: float,
+                  seed: int | None = None, input_size: int | None = None
+                  ) -> tuple[list[layers.Layer], list[layers.Layer]]:
+    """The official recipe's steps from Keras' own layers, (before normalisation, after
+    it): ``crop_padding`` (a random crop of the zero-padded image; 0: none), ``policy``
+    (``autoaugment``: the CIFAR-10 policy, ``randaugment``, or None), ``random_erasing``
+    (a probability; 0: none). Mixup/CutMix need labels: :mod:`ablation.data.batches`.
+    """
+    before, after = [], []
+    padding = int(crop_padding)
+    if padding:
+        # pad and crop = a whole-pixel shift with zero fill, relative to the side fed in:
+        # uniform in +-(padding + 0.5) px, rounded, each of the 2 * padding + 1 offsets
+        # is equally likely, as the official crop
+        side = float(input_size or 32)
+        factor = (padding + 0.5) / side
+        before.append(layers.RandomTranslation(factor, factor,
+                                               fill_mode="constant", fill_value=0.0,
+                                               interpolation="nearest",
+                                               seed=layer_seed(seed, "random_crop"),
+                                               name="random_crop"))
+    if policy == "autoaugment":
+        before.append(AutoAugment("cifar10", seed=seed, name="autoaugment"))  # seeds its parts
+    elif policy == "randaugment":
+        before.append(layers.RandAugment(value_range=RANGE,
+                                         seed=layer_seed(seed, "randaugment"),
+                                         name="randaugment"))
+    elif policy:
+        raise ValueError(f"augmentation.policy={policy!r}: use autoaugment, randaugment or null")
+    erasing = float(random_erasing)
+    if erasing:
+        # on normalised pixels: erase 2-40 % of the image (official sl, sh) with 0, the mean
+        after.append(layers.RandomErasing(factor=(erasing, erasing), scale=(0.02, 0.4),
+                                          value_range=(-1e3, 1e3), fill_value=0.0,
+                                          seed=layer_seed(seed, "random_erasing"),
+                                          name="random_erasing"))
+    return before, after
 
 
 def build_augmentation(
@@ -32,23 +67,16 @@ def build_augmentation(
 ) -> keras.Sequential:
     """Normalise, resize, then random flip/rotate/zoom (active in training only).
 
-    ``statistics`` are the normalisation's
-    (:mod:`ablation.augment.normalization`), or the training images to compute
-    them from exactly; None leaves mean 0 and variance 1 until weights are loaded.
-    ``implementation="fused"`` does resize, flip, rotation and zoom as one
-    affine resample (:class:`ablation.augment.affine.AffineAugmentation`, fast on every
-    backend); ``"keras_layers"`` chains the keras.io example's four layers;
-    ``"official"`` leaves only normalisation and resizing here, the per-image
-    recipe running in the input pipeline (:mod:`ablation.augment.official`).
-    Under ``fused``/``keras_layers``, the official recipe's steps (``crop_padding``,
-    ``policy``, ``random_erasing``; off by default) are built from Keras' own layers by
-    :func:`ablation.augment.recipe.recipe_layers` around the steps here: an
-    approximation of the official recipe, not the recipe (see docs/paper-recipe.md);
-    ``input_size`` is the side of the images fed in (before resizing), which
-    the padded crop is relative to. Every random layer gets its own seed
-    derived from ``seed`` (:func:`ablation.augment.seeding.layer_seed`).
-    ``pipeline``: the augmentation config's keys the input pipeline reads
-    (``mixing``, ``normalization``), ignored here.
+    ``statistics`` are the normalisation's, or the training images to compute
+    them from; None leaves mean 0 and variance 1 until weights are loaded.
+    ``implementation``: ``fused`` (one affine resample,
+    :class:`ablation.augment.affine.AffineAugmentation`), ``keras_layers`` (the
+    keras.io example's four layers) or ``official`` (normalise and resize only:
+    the recipe runs in the input pipeline, :mod:`ablation.augment.official`).
+    Otherwise the recipe's steps are Keras layers around these
+    (:func:`recipe_layers`: an approximation, see docs/paper-recipe.md), the
+    crop relative to ``input_size``, the side fed in. ``pipeline``: keys the
+    input pipeline reads, ignored here.
     """
     if implementation not in AUGMENTATION_IMPLEMENTATIONS:  # also checked by ablation.config.validate
         raise ValueError(f"augmentation.implementation must be one of "

@@ -1,16 +1,11 @@
 """Normalisation, the first step of the augmentation chain, and its statistics.
 
 The statistics are per channel, in raw pixel units (0-255), and exact at any
-size: :func:`channel_statistics` sums in float64 over chunks. A float32 mean
-over a whole CIFAR-sized training split is not: the running sum stops growing
-once one more pixel is below its precision, which is what
-``keras.layers.Normalization.adapt`` computes on a float32 array (its mean
-comes out far too low).
-
-``augmentation.normalization`` chooses them: ``adapted`` (the training
-split's own) or ``official`` (the official code's ``Normalize`` constants for
-the dataset, ``dataset.official_statistics``); :func:`normalization_statistics`
-is the one place that choice is read.
+size: :func:`channel_statistics` sums in float64 (the float32 mean of
+``keras.layers.Normalization.adapt`` comes out far too low on a whole CIFAR
+split). ``augmentation.normalization`` chooses them, read in one place
+(:func:`normalization_statistics`): ``adapted`` (the training split's own) or
+``official`` (``dataset.official_statistics``).
 """
 from __future__ import annotations
 
@@ -35,10 +30,6 @@ class ChannelStatistics:
     mean: np.ndarray
     std: np.ndarray
     source: str = "adapted"
-
-    @property
-    def variance(self) -> np.ndarray:
-        return self.std * self.std
 
     def as_record(self) -> dict:
         """The statistics as a run record states them (fractions of the pixel range)."""
@@ -113,20 +104,13 @@ def model_statistics(model: keras.Model, expected: ChannelStatistics | None
 
 @keras.saving.register_keras_serializable(package="ablation")
 class AdaptedNormalization(layers.Normalization):
-    """``keras.layers.Normalization`` with exact statistics, read from its weights when called.
+    """``keras.layers.Normalization`` with exact statistics (:func:`channel_statistics`,
+    or given ones: :meth:`set_statistics`), read from its weights when called.
 
-    ``adapt`` on an array computes the statistics exactly
-    (:func:`channel_statistics`) instead of the keras layer's float32 mean;
-    :meth:`set_statistics` takes given ones.
-
-    Keras's layer turns the adapted mean and variance into constant tensors,
-    which a compiled train step then holds as constants: two jobs whose
-    training splits differ (another seed) compile two different programs,
-    and XLA's compilation cache (``gpu.compilation_cache``) cannot give one
-    the other's. Read from the weights, the statistics are inputs of one
-    program. The weights, the function and the config are the keras
-    layer's (saved under this class's name); statistics given to the
-    constructor stay constants, as there. Unlike the keras layer it runs on
+    Keras's layer holds the adapted statistics as constants of the compiled
+    step, so two jobs with other training splits compile two programs (and
+    XLA's compilation cache cannot share them); read from the weights, they
+    are inputs of one. Weights and config are the keras layer's. It runs on
     the model's backend only (never inside a tf.data pipeline).
     """
 
@@ -142,7 +126,7 @@ class AdaptedNormalization(layers.Normalization):
             self.build(tuple(input_shape) if input_shape is not None
                        else (None, None, None, channels))
         self.adapt_mean.assign(np.asarray(statistics.mean, np.float32))
-        self.adapt_variance.assign(np.asarray(statistics.variance, np.float32))
+        self.adapt_variance.assign(np.asarray(statistics.std * statistics.std, np.float32))
         self.finalize_state()
 
     def call(self, inputs):

@@ -1,26 +1,17 @@
 """The official code's per-image training augmentation, in its order, in the input pipeline.
 
-The official ``main.py`` transforms each training image, in this order:
-random horizontal flip, ``RandomCrop(size, padding=4)`` (zero padding),
-AutoAugment's ``CIFAR10Policy`` on the PIL image, ``ToTensor`` and
-``Normalize``, then random erasing on the normalised tensor. Mixup/CutMix
-follow on the batch (:mod:`ablation.data.batches`).
+The official ``main.py`` transforms each training image: random horizontal
+flip, ``RandomCrop(size, padding=4)`` (zero padding), AutoAugment's
+``CIFAR10Policy`` on the PIL image, ``Normalize``, then random erasing;
+Mixup/CutMix follow on the batch (:mod:`ablation.data.batches`). The policy's
+operations are integer image processing that Keras' layers only approximate
+(:mod:`ablation.augment.pil_ops`), cheap in numpy on the CPU beside the
+accelerator.
 
-Why here and not as Keras layers inside the model: the policy's operations
-are per-image integer image processing (histograms, look-up tables, PIL's
-rounding) that Keras' layers only approximate (see
-:mod:`ablation.augment.pil_ops`), and per-image numpy on 32 px images is cheap
-next to a ViT training step, so running it on the CPU beside the
-accelerator costs nothing the accelerator waits for (the measured rate is in
-``docs/performance.md``). The model keeps only the normalisation, so
-evaluation is unchanged.
-
-Normalisation stays in the model, so this pipeline ends in raw pixels. That
-is the official order all the same: normalisation is a per-channel affine
-map, which commutes with Mixup and CutMix (convex combinations and pasting),
-and the erasing fill is given in raw pixels, ``mean + std * fill``, where
-``fill`` is the official normalised fill: the dataset's channel means in
-[0, 1] (``RandomErasing(mean=stat[0])`` writes them into the normalised tensor).
+Normalisation stays in the model, so this pipeline ends in raw pixels: the
+official order all the same, as a per-channel affine map commutes with Mixup
+and CutMix, and the erasing fill is the official normalised fill (the
+channel means in [0, 1]) given in raw pixels, ``mean + std * fill``.
 """
 from __future__ import annotations
 
@@ -119,15 +110,8 @@ def erase_box(height: int, width: int, rng: np.random.Generator, area=(0.02, 0.4
 
 
 class OfficialAugment:
-    """Flip, padded crop, AutoAugment, then random erasing, per image, as the official code.
-
-    Args:
-        fill: erasing fill in raw pixels per channel (see the module's note).
-        horizontal_flip: flip half the images left-right.
-        crop_padding: zero padding of the random crop (0: no crop).
-        policy: ``autoaugment`` (the CIFAR-10 policy) or None.
-        random_erasing: probability of erasing one box per image.
-    """
+    """Flip, padded crop, AutoAugment, then random erasing, per image, as the official
+    code; ``fill``: the erasing fill in raw pixels per channel."""
 
     def __init__(self, fill, horizontal_flip: bool = True, crop_padding: int = 4,
                  policy: str | None = "autoaugment", random_erasing: float = 0.25):

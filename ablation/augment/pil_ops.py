@@ -1,17 +1,11 @@
 """AutoAugment's image operations with PIL's semantics, in numpy, one uint8 image at a time.
 
-The official code runs AutoAugment on PIL images (``ImageOps``, ``ImageEnhance``,
-``Image.transform``). Keras' preprocessing layers differ from those in ways that
-change what the network sees: ``Equalization`` pools one histogram over the
-whole batch, ``RandomPosterization`` and ``Solarization`` draw their strength,
-``RandomSharpness`` uses another blur and scale, ``RandomBrightness`` adds
-where PIL multiplies. These functions reproduce PIL's integer arithmetic
-instead (its luma weights, truncating blends, 3x3 smoothing with untouched
-borders, cubic kernel of ``Image.transform`` with a = -1, nearest-neighbour
-pixel-centre rule, the cubic evaluated in PIL's own order), so each gives
-PIL's pixels exactly, and the tests check that, op by op, with PIL itself and
-the official code's recorded outputs as the oracles. They are plain numpy on
-one ``(H, W, C)`` uint8 image (C = 1 or 3): PIL is not needed at run time.
+The official code runs AutoAugment on PIL images; Keras' preprocessing layers
+differ in ways the network sees (``Equalization`` pools the batch's
+histogram, ``RandomBrightness`` adds where PIL multiplies, ...). These
+functions reproduce PIL's integer arithmetic, so each gives PIL's pixels
+exactly (tests check them against PIL and the official code's outputs), on
+one ``(H, W, C)`` uint8 image without PIL at run time.
 """
 from __future__ import annotations
 

@@ -1,29 +1,21 @@
 """The training input pipeline: batches, repeated passes, Mixup/CutMix, soft targets.
 
-Mixing needs the labels, so it cannot live in the model; it lives here, in a
-``keras.utils.PyDataset`` over numpy arrays, so it runs unchanged on the
-TensorFlow, JAX and PyTorch backends. With
-``augmentation.implementation=official`` the per-image augmentation runs here
-too, before the mixing, in the official order
-(:mod:`ablation.augment.official`); otherwise it runs inside the model. The
-mixing is numpy written to the official code's draws: one weight or one box
-per batch, the box clipped at the border, the label weight the pasted share
-(Keras' ``MixUp`` draws one weight per image, its ``CutMix`` keeps the box
-inside the image). It reads no config: the training side hands it plain
-arguments (:class:`ablation.train.inputs.Feed`).
+Mixing needs the labels, so it lives here, not in the model: a
+``keras.utils.PyDataset`` over numpy arrays (every backend), reading no
+config (:class:`ablation.train.inputs.Feed` hands it arguments). Under
+``augmentation.implementation=official`` the per-image augmentation runs
+here too, before the mixing (:mod:`ablation.augment.official`). The mixing
+draws as the official code does: one weight or one box per batch, the box
+clipped at the border, the label weight the pasted share.
 
-One "epoch" is ``passes`` shuffled passes over the training set (the
-official code's repeated-augmentation sampler with ``--ra 3`` and one
-repetition lengthens each epoch threefold). Batch order depends only on the
-seed and the epoch, so a resumed run sees the same order it would have.
+One "epoch" is ``passes`` shuffled passes over the training set (the official
+repeated-augmentation sampler). Batch order depends only on the seed and the
+epoch, so a resumed run sees the order it would have.
 
-With ``pad``, every batch has ``batch_size`` rows and a sample weight per row:
-a short last batch is filled with weight-0 copies of its own rows, so a
-backend that compiles one program per input shape (XLA) compiles one. The
-padding comes after the per-image augmentation and the mixing, which draw for
-the real rows only, exactly as unpadded; the loss and metrics of
-:func:`ablation.train.compile.compile_model` weigh by sample weight, so the padded
-rows change nothing (see :func:`padded`).
+With ``pad``, a short last batch is filled with weight-0 copies of its own
+rows after the augmentation and mixing, so XLA compiles one program; the
+loss and metrics weigh by sample (:func:`ablation.train.compile.compile_model`),
+so the padding changes nothing.
 """
 from __future__ import annotations
 
@@ -57,22 +49,13 @@ def pad_rows(array: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([array, array[np.arange(missing) % len(array)]])
 
 
-def sample_weights(real: int, size: int) -> np.ndarray:
-    """float32 weights: 1 for the ``real`` rows, 0 for the padding up to ``size``."""
-    weights = np.zeros(int(size), dtype=np.float32)
-    weights[:int(real)] = 1.0
-    return weights
-
-
 def padded(x: np.ndarray, y: np.ndarray, batch_size: int):
-    """(x, y, sample_weight) with the rows rounded up to a multiple of ``batch_size``.
-
-    For ``model.evaluate`` and ``validation_data``: every batch then has the
-    same shape, and the weight-0 rows count in neither the loss nor the metrics
-    (compiled as weighted metrics). An empty split stays empty.
-    """
+    """(x, y, sample_weight) with the rows rounded up to a multiple of ``batch_size``,
+    the weight 1 on the real rows and 0 on the padding. An empty split stays empty."""
     size = math.ceil(len(x) / batch_size) * batch_size
-    return pad_rows(x, size), pad_rows(np.asarray(y), size), sample_weights(len(x), size)
+    weights = np.zeros(size, dtype=np.float32)
+    weights[:len(x)] = 1.0
+    return pad_rows(x, size), pad_rows(np.asarray(y), size), weights
 
 
 def padded_chunks(array: np.ndarray, batch_size: int):
@@ -125,13 +108,9 @@ class Mixer:
                 min(max(cy + half_h, 0), height), min(max(cx + half_w, 0), width))
 
     def apply(self, kind: str, images: np.ndarray, targets: np.ndarray,
-              seed: int | None = None, rng: np.random.Generator | None = None):
-        """Mix one batch with ``kind``; returns numpy (images, targets).
-
-        With ``seed`` (or ``rng``) the draws depend on it alone, so batches
-        prepared by parallel workers stay reproducible.
-        """
-        rng = rng or (self.rng if seed is None else np.random.default_rng(seed))
+              rng: np.random.Generator | None = None):
+        """Mix one batch with ``kind`` drawing from ``rng``; returns numpy (images, targets)."""
+        rng = rng or self.rng
         images = np.asarray(images, dtype=np.float32)
         alpha = self.cutmix_alpha if kind == "cutmix" else self.mixup_alpha
         lam = float(rng.beta(alpha, alpha))
@@ -156,11 +135,10 @@ class Mixer:
 class TrainingBatches(keras.utils.PyDataset):
     """Shuffled training batches: ``passes`` passes per epoch, optional mixing.
 
-    Targets are one-hot float rows when ``soft`` (needed by label smoothing
-    and mixing), else the integer labels. ``augment`` (the official per-image
-    augmentation) runs on each batch before the mixing. The last batch of an epoch may be
-    short (as ``model.fit`` on arrays); with ``pad`` it is filled to ``batch_size``
-    rows and every batch comes with sample weights (see the module's notes).
+    Targets are one-hot float rows when ``soft`` (label smoothing, mixing),
+    else the integer labels. ``augment`` (the official per-image augmentation)
+    runs before the mixing. With ``pad`` the short last batch is filled and
+    every batch has sample weights (see the module's notes).
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, num_classes: int, batch_size: int, *,
@@ -216,14 +194,9 @@ def training_batches(x, y, num_classes: int, batch_size: int, *, passes: int, so
                      mixing: tuple[float, float, float] | None, augment: OfficialAugment | None,
                      workers: int, seed: int, initial_epoch: int = 0,
                      pad: bool = False) -> TrainingBatches:
-    """The training pipeline: ``passes`` shuffled passes per epoch, one-hot/soft
-    targets when ``soft``, ``mixing`` = (probability, Mixup alpha, CutMix alpha) of
-    a :class:`Mixer` or None, ``augment`` (the official per-image augmentation) or
-    None, ``pad``: full batches with sample weights (see :class:`TrainingBatches`).
-
-    ``workers`` > 1 prepares that many batches at once in threads (Keras'
-    ``PyDataset`` workers; numpy releases the GIL in its array loops).
-    """
+    """:class:`TrainingBatches` with ``mixing`` = (probability, Mixup alpha, CutMix
+    alpha) of a :class:`Mixer` or None; ``workers`` > 1 prepares that many batches at
+    once in threads (numpy releases the GIL in its array loops)."""
     mixer = Mixer(*mixing, seed=seed) if mixing is not None else None
     return TrainingBatches(x, y, num_classes, batch_size, passes=passes, soft=soft,
                            mixer=mixer, augment=augment, seed=seed,

@@ -72,15 +72,19 @@ def load_cifar(cfg: Mapping, fine: bool) -> tuple:
     return x_train, y_train.reshape(-1), x_test, y_test.reshape(-1), classes
 
 
+def _idx_folder(cfg: Mapping) -> Path | None:
+    """The MNIST-format folder: ``dataset.path``, else the first of ``search_paths`` there."""
+    candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
+    return next((Path(f) for f in candidates if raw_files.kind(Path(f)) == "folder"), None)
+
+
 def load_mnist_like(cfg: Mapping, keras_name: str) -> tuple:
     """MNIST or Fashion-MNIST: ``dataset.path``, then ``search_paths``, then download."""
-    candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
-    for folder in candidates:
-        if raw_files.kind(Path(folder)) == "folder":
-            x_train, y_train, x_test, y_test = read_idx_folder(folder)
-            break
-        if cfg["path"]:
-            raise DataError(f"dataset.path={folder} is not a folder with the IDX files")
+    folder = _idx_folder(cfg)
+    if folder is None and cfg["path"]:
+        raise DataError(f"dataset.path={cfg['path']} is not a folder with the IDX files")
+    if folder is not None:
+        x_train, y_train, x_test, y_test = read_idx_folder(folder)
     else:
         import keras
 
@@ -189,19 +193,13 @@ def check_source(cfg: Mapping) -> None:
 
 
 def source_files(cfg: Mapping) -> tuple[Path, list[Path]] | None:
-    """What the loader of ``cfg`` reads from disk, by the loaders' own listings:
-    (the file or folder it reads, the files it opens there, in order; a file
-    alone is its own list), or None for data read from no file of the user's
-    (a download, data shipped with a library, synthetic data). The data
-    fingerprint hashes exactly these files (:mod:`ablation.data.fingerprint`).
-    A file the loader would refuse (missing, not regular) is left for the
-    loader to name, or refused here in one line."""
+    """What the loader of ``cfg`` reads from disk, by the loaders' own listings, for
+    the data fingerprint: (the file or folder, the files it opens there in order; a
+    file alone is its own list), or None for data read from no file of the user's.
+    A file the loader would refuse is left for it to name, or refused here."""
     name = cfg["name"]
     if name in ("mnist", "fashion_mnist"):
-        candidates = [cfg["path"]] if cfg["path"] else list(cfg["search_paths"])
-        source = next((Path(f) for f in candidates if raw_files.kind(Path(f)) == "folder"), None)
-        if source is None and cfg["path"]:
-            source = Path(cfg["path"])
+        source = _idx_folder(cfg) or (Path(cfg["path"]) if cfg["path"] else None)
     else:
         source = Path(cfg["path"]) if name in ("cifar10", "cifar100", "image_folder") \
             and cfg["path"] else None
@@ -279,14 +277,11 @@ _CACHE: dict = {}
 
 
 def load_dataset_cached(cfg: Mapping, seed: int) -> Dataset:
-    """:func:`load_dataset`, reused by the next job in the same process.
+    """:func:`load_dataset`, reused by the next job of a sweep in the same process.
 
-    A basic-launcher sweep runs its jobs one after another in one process, all
-    on the same dataset: reading, decoding and converting it once saves that
-    work per job. The key is the whole dataset config and the seed (the
-    validation split depends on it); only the latest entry is kept, so memory
-    does not grow over a sweep. The arrays are read-only, so no job can change
-    what the next one sees.
+    The key is the whole dataset config and the seed (the validation split
+    depends on it); only the latest entry is kept, and its arrays are
+    read-only, so no job can change what the next one sees.
     """
     import json
 

@@ -1,17 +1,13 @@
 """What a run was trained on, as a short digest: part of the run's identity.
 
-``dataset.path`` names a place, not the data: a folder can be swapped for
-another between a kill and the rerun. The fingerprint is taken from exactly
-what the loader reads, listed by the loader's own walk
-(:func:`ablation.data.datasets.source_files`): an archive or file's SHA-256; for
-a folder, the sorted relative names of the files the loader opens with each
-one's SHA-256 (an image folder's images, links followed as the loader follows
-them, so re-pointing a linked class folder changes it; a CIFAR folder's batches;
-the four IDX files). Files the loader leaves out (hidden, not images, FIFOs
-and devices) are left out here too. For data that ships with a library or is
-downloaded by name: the name and the library's version. Resume, skip and the
-report compare it (:func:`check_same_data`). A digest is reused within a
-process while every file it covers keeps its size and modification time.
+``dataset.path`` names a place, not the data: a folder can be swapped between
+a kill and the rerun. The fingerprint hashes exactly the files the loader
+reads, by its own walk (:func:`ablation.data.datasets.source_files`): a
+file's SHA-256, or a folder's sorted relative names with each file's SHA-256;
+for data that ships with a library or is downloaded by name, the name and
+the library's version. Resume, skip and the report compare it
+(:func:`check_same_data`). A digest is reused within a process while every
+file it covers keeps its size and modification time.
 """
 from __future__ import annotations
 

@@ -198,10 +198,9 @@ def _read_idx(path: Path) -> np.ndarray:
         data = raw_files.read_gzip(path) if path.suffix == ".gz" else read_bytes(
             path, raw_files.MAX_READ_BYTES, follow_links=True)
     except (files.NotAFile, files.TooBig) as e:  # the message names the file
-        raise DataError(f"{e}; re-download it or point dataset.path at a good copy") from None
+        raise DataError(f"{e}; {GOOD_COPY}") from None
     except (OSError, EOFError, zlib.error) as e:
-        raise DataError(f"{shown(path)} is not readable ({one_line(e)}); re-download it or point "
-                        f"dataset.path at a good copy") from e
+        raise DataError(f"{shown(path)} is not readable ({one_line(e)}); {GOOD_COPY}") from e
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 8:
         raise DataError(f"{shown(path)} is not an IDX file of unsigned bytes")
     ndim = data[3]

@@ -1,25 +1,13 @@
 """Class-per-folder images, read into one float array in the 8-bit range.
 
 Every image comes out as ``float32`` in [0, 255] with ``channels`` channels,
-whatever its bit depth and mode: 16-bit and 32-bit integers are scaled (not
-clipped), float images are taken as [0, 1] when they fit there, transparency
-is applied (a transparent pixel is black, whatever colour the file stores
-under it), palettes and CMYK are converted. Plain 8-bit ``L``/``RGB`` images
-take PIL's own path, as before.
-
-Files that cannot be used are skipped and counted by reason in one line:
-unreadable (not an image, truncated), too large (more pixels than
-:data:`MAX_IMAGE_PIXELS`, decompression bombs included, or a file over
-:data:`MAX_IMAGE_BYTES`), not regular files (FIFOs, sockets, devices: never
-opened, so a FIFO named like an image cannot stall a run), links to nothing,
-not images (by suffix). File names are shown so that any byte sequence can be
-logged.
-
-What is read is listed once, by :func:`class_files` (the layout by
-:func:`image_folder_layout`): the loader decodes those files and the data
-fingerprint hashes the same ones (:func:`image_folder_files`). Links are
-followed for reading (a class folder or image that is a link reads what it
-points at), so the fingerprint changes when a link is re-pointed.
+whatever its bit depth and mode (wide integers scaled, floats in [0, 1]
+stretched, transparency applied as black, palettes and CMYK converted).
+Files that cannot be used are skipped and counted by reason in one line
+(unreadable, too large, not regular files: never opened, links to nothing,
+not images). What is read is listed once (:func:`class_files`, links
+followed): the loader decodes those files and the data fingerprint hashes
+the same ones (:func:`image_folder_files`).
 """
 from __future__ import annotations
 
@@ -55,11 +43,6 @@ def _entries(folder: Path) -> list[Path]:
         return files.entries(folder, hidden=False, follow_links=True)
     except OSError as e:
         raise DataError(f"{shown(folder)} cannot be listed ({one_line(e)})") from None
-
-
-def class_folders(root: Path) -> list[Path]:
-    """The class folders of ``root``: its folders, links to folders included."""
-    return [p for p in _entries(root) if raw_files.kind(p) == "folder"]
 
 
 @dataclass
@@ -109,8 +92,8 @@ def image_folder_layout(root: Path) -> tuple[Path, Path | None, list[str]]:
     train_root = root / "train" if raw_files.kind(root / "train") == "folder" else root
     test_root = next((root / s for s in ("test", "val") if raw_files.kind(root / s) == "folder"),
                      None)
-    folders = [p.name for p in class_folders(train_root)
-               if p.name not in ("train", "test", "val")]
+    folders = [p.name for p in _entries(train_root)  # links to folders included
+               if raw_files.kind(p) == "folder" and p.name not in ("train", "test", "val")]
     return train_root, test_root, folders
 
 

@@ -1,14 +1,9 @@
 """A dataset's raw files, read through the file door with links followed.
 
 A data folder is the user's, and anything can lie in it. Each read here opens a
-*regular* file only (:func:`ablation.files.open_file` with ``follow_links=True``):
-the open never blocks (a FIFO planted under an image's name opens at once and is
-then refused), and the opened file, not the name, is checked, so a name swapped
-between a listing and the open is caught. Devices, FIFOs and sockets are refused
-in one line naming what they are, and every read stops at a size cap. A data
-folder whose class folders or files are links reads what they point at, and the
-data fingerprint hashes exactly that, walking the same listing (:func:`kind`,
-:func:`ablation.data.images.image_folder_files`).
+*regular* file only (:func:`ablation.files.open_file`): the open never blocks,
+the opened file (not the name) is checked, devices, FIFOs and sockets are
+refused in one line, and every read stops at a size cap.
 """
 from __future__ import annotations
 
@@ -35,9 +30,7 @@ def kind(path: Path) -> str:
     socket or device: never to be opened)."""
     try:
         mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing"
-    except OSError:  # a link loop, a name too long, no permission to look
+    except OSError:  # nothing there, a link loop, a name too long, no permission to look
         return "missing"
     if stat.S_ISREG(mode):
         return "file"

@@ -1,19 +1,5 @@
-"""Multi-head self-attention, with the paper's Locality Self-Attention switches.
-
-Two of the three ablation switches live here, in one layer:
-``lsa`` (``mask_diagonal=True``) and ``learnable_temperature``
-(``learnable_temperature=True``) of :class:`MultiHeadSelfAttention`.
-
-Two routes compute the same function: the explicit one, spelled out for tests
-and the locality diagnostics, and the fast one training takes (tests tie it to
-the explicit one, outputs and gradients, on TensorFlow and JAX;
-docs/performance.md has the measurements): the key and output projections
-folded into weight products when a head is as wide as a token
-(:mod:`ablation.model.folded_attention`), else the scale folded into the
-queries and the LSA mask a constant bias. Only public ``keras.ops`` are used,
-and nothing touches private ``MultiHeadAttention`` methods (whose signatures
-change between Keras versions).
-"""
+"""Multi-head self-attention with the paper's Locality Self-Attention switches
+(``lsa`` and ``learnable_temperature``), in public ``keras.ops`` only."""
 from __future__ import annotations
 
 import functools
@@ -24,7 +10,7 @@ import numpy as np
 from keras import layers, ops
 
 from ablation.model.folded_attention import folded_attention
-from ablation.model.regularization import FastDropout
+from ablation.model.regularization import Configured, FastDropout
 
 
 def _large_negative(dtype) -> float:
@@ -41,7 +27,7 @@ def diagonal_bias(n: int, dtype: str) -> np.ndarray:
 
 
 @keras.saving.register_keras_serializable(package="ablation")
-class MultiHeadSelfAttention(layers.Layer):
+class MultiHeadSelfAttention(Configured, layers.Layer):
     """Multi-head self-attention with the paper's two Locality Self-Attention parts.
 
     ``mask_diagonal`` (the ``lsa`` switch) removes each token's attention to
@@ -60,32 +46,22 @@ class MultiHeadSelfAttention(layers.Layer):
     - ``"multiply"`` (official code): a variable s initialised to
       key_dim**-0.5, logits = q.k * s.
 
-    :meth:`effective_temperature` gives T in both forms (1/s for ``multiply``),
-    so records and plots compare across forms.
+    :meth:`effective_temperature` gives T in both forms, so runs compare.
 
-    Two routes compute the same function: :meth:`attention_weights` and
-    :meth:`mix` spell it out (tests and locality diagnostics use them);
-    :meth:`call`, what training runs, takes :meth:`folded_call` when
-    ``key_dim >= dim`` and otherwise the scale folded into the queries and a
-    constant mask bias (:meth:`fast_attention_logits`).
+    Two routes compute the same function (tests tie them, outputs and
+    gradients): :meth:`attention_weights` and :meth:`mix` spell it out (tests,
+    locality diagnostics); :meth:`call`, what training runs, takes
+    :meth:`folded_call` when ``key_dim >= dim``, else the scale folded into the
+    queries and a constant mask bias (:meth:`fast_attention_logits`).
 
-    With ``qkv_bias=True`` the q, k, v and output projections all have biases,
-    as ``keras.layers.MultiHeadAttention`` (the keras.io example), so parameter
-    counts compare directly; the official code's q/k/v projection has none
-    (``qkv_bias=False``; the output projection keeps its bias).
-
-    Args:
-        num_heads: number of attention heads.
-        key_dim: width of each head's queries, keys and values.
-        dropout: dropout rate on the attention weights.
-        mask_diagonal: mask the diagonal of the attention logits (``lsa``).
-        learnable_temperature: train the softmax temperature.
-        temperature_per_head: one temperature per head rather than per layer.
-        temperature_form: ``"divide"`` or ``"multiply"`` (see above).
-        qkv_bias: give the query, key and value projections a bias.
+    ``qkv_bias=True``: the q, k and v projections have biases, as
+    ``keras.layers.MultiHeadAttention`` (keras.io); the official code's have
+    none. The output projection always has one.
     """
 
     TEMPERATURE_FORMS = ("divide", "multiply")
+    CONFIG = ("num_heads", "key_dim", "dropout", "mask_diagonal", "learnable_temperature",
+              "temperature_per_head", "temperature_form", "qkv_bias")
 
     def __init__(
         self,
@@ -143,21 +119,20 @@ class MultiHeadSelfAttention(layers.Layer):
         x = ops.reshape(x, (-1, x.shape[1], self.num_heads, self.key_dim))
         return ops.transpose(x, (0, 2, 1, 3))  # (batch, heads, tokens, key_dim)
 
+    def _scaled(self, x):
+        """``x`` (heads on axis 1) times the logits' scale, fixed or learned."""
+        if self.temperature is None:
+            return x * (1.0 / math.sqrt(self.key_dim))
+        temperature = ops.cast(self.temperature, x.dtype)
+        if self.temperature_per_head:
+            temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
+        return x / temperature if self.temperature_form == "divide" else x * temperature
+
     def attention_logits(self, tokens):
         """Scaled, masked query-key logits, (batch, heads, tokens, tokens)."""
         q = self._split_heads(self.query(tokens))
         k = self._split_heads(self.key(tokens))
-        logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        if self.temperature is None:
-            logits = logits * (1.0 / math.sqrt(self.key_dim))
-        else:
-            temperature = ops.cast(self.temperature, logits.dtype)
-            if self.temperature_per_head:
-                temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
-            if self.temperature_form == "divide":
-                logits = logits / temperature
-            else:
-                logits = logits * temperature
+        logits = self._scaled(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))))
         if self.mask_diagonal:
             n = tokens.shape[1]
             diagonal = ops.eye(n, dtype="bool")[None, None]
@@ -165,10 +140,7 @@ class MultiHeadSelfAttention(layers.Layer):
         return logits
 
     def effective_temperature(self):
-        """The learnable temperature as the divisor T of the logits (numpy), or None.
-
-        In the ``multiply`` form the variable is the scale s = 1/T.
-        """
+        """The learnable temperature as the divisor T of the logits (numpy), or None."""
         if self.temperature is None:
             return None
         value = np.asarray(keras.ops.convert_to_numpy(self.temperature), dtype="float64")
@@ -178,29 +150,10 @@ class MultiHeadSelfAttention(layers.Layer):
         """The softmax attention weights, for tests and locality diagnostics."""
         return ops.softmax(self.attention_logits(tokens), axis=-1)
 
-    def _scaled_query(self, q, head_axis: int = 1):
-        """The query, heads on ``head_axis``, with the logits' scale (fixed or
-        learned) folded in. Scaling q (tokens x key_dim per head) instead of
-        the logits (tokens x tokens) moves the multiply and, for a learned
-        temperature, its gradient onto a smaller tensor (144 x 64 against
-        144 x 144 per head in the keras_io model)."""
-        if self.temperature is None:
-            return q * (1.0 / math.sqrt(self.key_dim))
-        temperature = ops.cast(self.temperature, q.dtype)
-        if self.temperature_per_head:
-            shape = [1, 1, 1, 1]
-            shape[head_axis] = self.num_heads
-            temperature = ops.reshape(temperature, tuple(shape))
-        return q / temperature if self.temperature_form == "divide" else q * temperature
-
     def fast_attention_logits(self, tokens):
-        """:meth:`attention_logits` computed faster (what training uses).
-
-        The same function up to float rounding (tests tie the two): the scale
-        folded into the query, and the diagonal mask added as a constant bias
-        built once per token count instead of a boolean select per call.
-        """
-        q = self._scaled_query(self._split_heads(self.query(tokens)))
+        """:meth:`attention_logits` up to rounding, faster: the scale on the
+        (smaller) queries, the diagonal mask a constant bias."""
+        q = self._scaled(self._split_heads(self.query(tokens)))
         k = self._split_heads(self.key(tokens))
         logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         bias = self.mask_bias(tokens.shape[1], logits.dtype)
@@ -209,9 +162,7 @@ class MultiHeadSelfAttention(layers.Layer):
         return logits
 
     def mask_bias(self, n: int, dtype):
-        """The LSA mask as an additive constant of shape (1, 1, n, n) in ``dtype``:
-        a large negative logit on the diagonal, 0 elsewhere; None when the
-        diagonal is not masked. Built once per token count."""
+        """The LSA mask as an additive (1, 1, n, n) constant in ``dtype``, or None."""
         if not self.mask_diagonal:
             return None
         return ops.cast(diagonal_bias(n, str(dtype)), dtype)
@@ -224,13 +175,9 @@ class MultiHeadSelfAttention(layers.Layer):
         return self.output_dense(mixed)
 
     def folds_projections(self, dim: int) -> bool:
-        """Whether training uses :meth:`folded_call` for tokens of width ``dim``.
-
-        Folding replaces the key and output projections by products of weight
-        matrices (dim x dim per head). That is cheaper only when a head is at
-        least as wide as a token (``key_dim >= dim``, the keras.io model's 64
-        and 64); the paper's model (dim 192, key_dim 64) keeps the plain path.
-        """
+        """Whether training uses :meth:`folded_call` for tokens of width ``dim``:
+        the folded weights (dim x dim per head) are cheaper only when a head is
+        at least as wide as a token."""
         return self.key_dim >= dim
 
     def logit_scale(self):
@@ -254,16 +201,3 @@ class MultiHeadSelfAttention(layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "dropout": self.dropout,
-            "mask_diagonal": self.mask_diagonal,
-            "learnable_temperature": self.learnable_temperature,
-            "temperature_per_head": self.temperature_per_head,
-            "temperature_form": self.temperature_form,
-            "qkv_bias": self.qkv_bias,
-        }

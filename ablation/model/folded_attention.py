@@ -1,11 +1,5 @@
-"""The attention layer's training route with the key and output projections folded away.
-
-When a head is at least as wide as a token (``key_dim >= dim``: the keras.io
-model's 64 and 64), the products Wq Wk^T and Wv Wo per head are small
-(dim x dim), and computing with them instead of the four projections does
-less work per step. The function is the layer's own (tests tie the two on
-every backend the suite runs); only public ``keras.ops`` are used.
-"""
+"""The attention layer's training route with the key and output projections folded
+into the per-head products Wq Wk^T and Wv Wo (dim x dim: small when ``key_dim >= dim``)."""
 from __future__ import annotations
 
 from keras import ops
@@ -14,20 +8,14 @@ from ablation.model.regularization import keep_mask
 
 
 def folded_weights(layer, dtype, dropout_scale: float):
-    """The folded weights: (A, c) for the logits and (B, d) for the values.
+    """The folded weights, formed in float32 and cast to ``dtype``: (A, c) for the
+    logits and (B, d) for the values. Per head h: A_h = s_h Wq_h Wk_h^T,
+    c_h = s_h bq_h Wk_h^T (s_h the logits' scale), B_h = Wv_h Wo_h and
+    d_h = bv_h Wo_h, times ``dropout_scale``.
 
-    Per head h: A_h = s_h Wq_h Wk_h^T and c_h = s_h bq_h Wk_h^T, where s_h
-    is the logits' scale (1/T); B_h = Wv_h Wo_h and d_h = bv_h Wo_h, times
-    the attention dropout's 1/(1 - rate) in training. The products are
-    formed in float32 from the weights as the layer reads them (already in
-    the compute dtype under mixed precision), then cast to the compute
-    dtype; they are dim x heads x dim numbers, negligible next to the
-    activations.
-
-    The key bias only adds logit terms constant along the softmax axis,
-    so its gradient is exactly zero: it enters d times 0, so that it has
-    that zero gradient (as on the explicit path, up to rounding) rather
-    than none, which Keras would warn about at every trace.
+    The key bias adds only logit terms constant along the softmax axis: it
+    enters d times 0, so that it has its zero gradient rather than none
+    (which Keras would warn about at every trace).
     """
     heads, key_dim = layer.num_heads, layer.key_dim
     dim = layer.output_dense.kernel.shape[-1]
@@ -52,23 +40,16 @@ def folded_weights(layer, dtype, dropout_scale: float):
 
 
 def folded_attention(layer, tokens, training=None):
-    """The layer's function with the key and output projections folded away.
-
-    The same function as the explicit path (``mix(attention_weights)``; a
-    test ties them on every backend the suite runs), computed with half the
-    projections:
+    """The layer's function (``mix(attention_weights)``) with half the projections:
 
     - logits: q_i.k_j = x_i (Wq Wk^T) x_j + bq Wk^T x_j + (terms constant
-      in j, which the softmax over j cancels), so the queries become
-      x A + c and the keys are the tokens themselves;
+      in j, which the softmax cancels): the queries are x A + c, the keys
+      the tokens themselves;
     - output: sum_h P_h (x Wv_h + bv_h) Wo_h + bo = [P_1 .. P_H] @
-      stack_h(x B_h + d_h) + bo: one matmul with an inner size of
-      heads x tokens instead of a matmul per head, a transpose of the
-      result and the output projection.
+      stack_h(x B_h + d_h) + bo, one matmul.
 
-    The attention maps are laid out (batch, query, head, key), so no big
-    tensor is transposed; the diagonal mask is a constant bias, and the
-    dropout's 1/(1 - rate) rides on B and d instead of the maps.
+    The maps are laid out (batch, query, head, key), so no big tensor is
+    transposed; the dropout's 1/(1 - rate) rides on B and d.
     """
     n, dim = tokens.shape[1], tokens.shape[2]
     heads = layer.num_heads

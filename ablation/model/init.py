@@ -3,17 +3,15 @@
 - ``official`` (the official PyTorch ViT): class token and position embedding
   standard normal (``torch.randn``); every Linear layer xavier-normal, i.e.
   normal with variance 2 / (fan_in + fan_out), biases zero. The official q/k/v
-  projection is one fused ``Linear(dim, 3 * inner)``, so its fans are
-  (dim, 3 * inner); here it is three Dense layers, each drawn with the fused
-  matrix's variance (2 / 768 for dim 192), not their own (2 / 384).
+  projection is one fused ``Linear(dim, 3 * inner)``: each of the three Dense
+  layers here is drawn with the fused matrix's variance.
 - ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
   kernels, zero biases), and the position embedding as its ``Embedding``
   layer's, uniform in +-0.05.
 - ``keras``: as the layers are built (position embedding truncated normal
   0.02, class token zeros, Glorot-uniform kernels).
 
-The draws are numpy's, from the run's seed, assigned after the model is
-built: the layers keep their own initialisers for any other use.
+The draws are numpy's, from the run's seed, assigned after the model is built.
 """
 from __future__ import annotations
 

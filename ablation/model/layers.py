@@ -1,23 +1,12 @@
-"""The ViT's building blocks, each a Keras layer with one job.
-
-The three ablation switches each live in exactly one layer:
-
-- ``spt``: :class:`ablation.model.tokenizer.PatchTokenizer` (``shifted=True``);
-- ``lsa`` and ``learnable_temperature``:
-  :class:`ablation.model.attention.MultiHeadSelfAttention` (``mask_diagonal=True``
-  and ``learnable_temperature=True``).
-
-Dropout and stochastic depth are in :mod:`ablation.model.regularization`.
-Everything uses ``keras.ops`` only, so the same code runs on the TensorFlow,
-JAX and PyTorch backends.
-"""
+"""The ViT's building blocks but the switched ones (:mod:`ablation.model.tokenizer`,
+:mod:`ablation.model.attention`), each a Keras layer with one job, in ``keras.ops`` only."""
 from __future__ import annotations
 
 import keras
 from keras import layers, ops
 
 from ablation.model.attention import MultiHeadSelfAttention
-from ablation.model.regularization import DropPath, FastDropout
+from ablation.model.regularization import Configured, DropPath, FastDropout
 
 LAYER_NORM_EPSILON = 1e-6
 
@@ -27,9 +16,8 @@ class ClassToken(layers.Layer):
     """Prepend one learned token whose final state is the image's summary."""
 
     def build(self, input_shape):
-        self.token = self.add_weight(
-            shape=(1, 1, input_shape[-1]), initializer="zeros", name="token"
-        )
+        self.token = self.add_weight(shape=(1, 1, input_shape[-1]), initializer="zeros",
+                                     name="token")
 
     def call(self, tokens):
         batch = ops.shape(tokens)[0]
@@ -57,25 +45,19 @@ class PositionEmbedding(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="ablation")
-class FeedForward(layers.Layer):
-    """GELU MLP with dropout after every layer (the block's and the head's MLP).
+class FeedForward(Configured, layers.Layer):
+    """GELU MLP with dropout after every layer (the block's and the head's MLP);
+    ``output_units``: a final linear layer's width, None to end on a GELU layer."""
 
-    Args:
-        hidden_units: widths of the GELU layers, in order.
-        output_units: width of a final linear layer; ``None`` to end on the last
-            GELU layer (as the keras.io example's blocks do).
-        dropout: dropout rate after every layer.
-    """
+    CONFIG = ("hidden_units", "output_units", "dropout")
 
     def __init__(self, hidden_units, output_units=None, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         self.hidden_units = [int(u) for u in hidden_units]
         self.output_units = None if output_units is None else int(output_units)
         self.dropout = float(dropout)
-        self.dense_layers = [
-            layers.Dense(u, activation="gelu", name=f"dense_{i}")
-            for i, u in enumerate(self.hidden_units)
-        ]
+        self.dense_layers = [layers.Dense(u, activation="gelu", name=f"dense_{i}")
+                             for i, u in enumerate(self.hidden_units)]
         if self.output_units is not None:
             self.dense_layers.append(layers.Dense(self.output_units, name="output"))
         self.dropout_layer = FastDropout(self.dropout)
@@ -95,25 +77,11 @@ class FeedForward(layers.Layer):
         units = self.dense_layers[-1].units if self.dense_layers else input_shape[-1]
         return tuple(input_shape[:-1]) + (units,)
 
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "hidden_units": self.hidden_units,
-            "output_units": self.output_units,
-            "dropout": self.dropout,
-        }
-
 
 @keras.saving.register_keras_serializable(package="ablation")
 class TransformerBlock(layers.Layer):
-    """Pre-norm encoder block: x + attention(norm(x)), then x + mlp(norm(x)).
-
-    Args:
-        attention: keyword arguments of :class:`MultiHeadSelfAttention`.
-        mlp: keyword arguments of :class:`FeedForward`.
-        drop_path: stochastic-depth rate of both residual branches (:class:`DropPath`).
-        epsilon: the LayerNorms' epsilon (official code 1e-5, keras.io 1e-6).
-    """
+    """Pre-norm encoder block: x + attention(norm(x)), then x + mlp(norm(x));
+    ``attention`` and ``mlp`` are the keyword arguments of the two layers."""
 
     def __init__(self, attention: dict, mlp: dict, drop_path: float = 0.0,
                  epsilon: float = LAYER_NORM_EPSILON, **kwargs):
@@ -123,8 +91,8 @@ class TransformerBlock(layers.Layer):
         self.mlp_config = dict(mlp)
         self.drop_path_rate = float(drop_path)
         self.drop_path = DropPath(self.drop_path_rate, name="drop_path")
-        self.attention_norm = layers.LayerNormalization(
-            epsilon=self.epsilon, name="attention_norm")
+        self.attention_norm = layers.LayerNormalization(epsilon=self.epsilon,
+                                                        name="attention_norm")
         self.attention = MultiHeadSelfAttention(**self.attention_config, name="attention")
         self.mlp_norm = layers.LayerNormalization(epsilon=self.epsilon, name="mlp_norm")
         self.mlp = FeedForward(**self.mlp_config, name="mlp")

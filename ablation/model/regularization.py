@@ -1,9 +1,5 @@
-"""Random regularisers of the ViT, each a Keras layer: dropout and stochastic depth.
-
-:class:`FastDropout` is ``keras.layers.Dropout`` with half the random draws
-(:func:`keep_mask`), used for every dropout of the model; :class:`DropPath`
-drops a whole residual branch per sample (the official recipe).
-"""
+"""Random regularisers of the ViT, each a Keras layer: dropout and stochastic depth;
+and :class:`Configured`, the model's layers' shared ``get_config``."""
 from __future__ import annotations
 
 import sys
@@ -13,21 +9,25 @@ import numpy as np
 from keras import layers, ops
 
 
+class Configured:
+    """A layer mixin: ``get_config`` is Keras's plus the attributes named in ``CONFIG``."""
+
+    CONFIG: tuple[str, ...] = ()
+
+    def get_config(self):
+        return {**super().get_config(), **{k: getattr(self, k) for k in self.CONFIG}}
+
+
 def keep_mask(shape, rate: float, seed_generator):
     """A boolean mask, True with probability 1 - ``rate``, for dropout.
 
-    Random number generation dominates dropout's cost on a CPU (TensorFlow's
-    Philox makes one 32-bit draw per element), so each
-    31-bit random integer decides two neighbouring elements. Viewed as two
-    signed 16-bit numbers (a view, no copy), its low half is uniform over
-    2**16 values and its high half below 2**15; each is compared with
-    ``rate`` scaled to its range, in one pass over the mask. The drop
-    probability of an element is therefore ``rate`` rounded to a multiple of
-    2**-16 (even positions of the last axis) or 2**-15 (odd ones): 0.1
-    becomes 0.1000061 and 0.1000061, 0.3 becomes 0.3000031 and 0.2999878,
-    0.5 stays exact; a float32 uniform draw rounds to 2**-23. The elements
-    stay independent. A rate within 2**-16 of 1 is capped: one element in
-    2**15 or 2**16 is kept. The last axis must have a static size.
+    Random draws dominate dropout's cost on a CPU, so each 31-bit random
+    integer decides two neighbouring elements: viewed as two int16 halves,
+    the low one uniform over 2**16 values, the high one over 2**15, each
+    compared with ``rate`` scaled to its range. The drop probability is
+    ``rate`` rounded to a multiple of 2**-16 (even positions of the last
+    axis) or 2**-15 (odd ones), capped just below 1; the elements stay
+    independent. The last axis must have a static size.
     """
     shape = tuple(shape)
     last = shape[-1]
@@ -45,18 +45,11 @@ def keep_mask(shape, rate: float, seed_generator):
 
 
 @keras.saving.register_keras_serializable(package="ablation")
-class FastDropout(layers.Layer):
-    """``keras.layers.Dropout`` with half the random draws (see :func:`keep_mask`).
+class FastDropout(Configured, layers.Layer):
+    """``keras.layers.Dropout`` with half the random draws (see :func:`keep_mask`),
+    applied as one multiplication by a float mask (so the backward pass is one too)."""
 
-    In training each element is zeroed with probability ``rate`` (up to
-    2**-15) and the others scaled by 1 / (1 - rate); at inference it is the
-    identity. The scale and the mask are applied as one multiplication by a
-    float mask, so the backward pass is one multiplication too.
-
-    Args:
-        rate: probability of zeroing an element, in [0, 1).
-        seed: seed of the layer's random generator.
-    """
+    CONFIG = ("rate", "seed")
 
     def __init__(self, rate: float, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -67,10 +60,8 @@ class FastDropout(layers.Layer):
         self.supports_masking = True
         # as keras.layers.Dropout: a generator (checkpointed state) only when it draws
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
-        # Nothing to build: built now, as Keras's own Dropout is. Nested in a
-        # block and left unbuilt, it would make JAX's predict_on_batch (the
-        # locality probe) run the whole model eagerly first, compiling every
-        # operation on its own.
+        # built now, as Keras's Dropout: left unbuilt in a block, it would make JAX's
+        # predict_on_batch (the locality probe) run the model eagerly, op by op
         self.built = True
 
     def call(self, x, training=None):
@@ -82,23 +73,14 @@ class FastDropout(layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def get_config(self):
-        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
-
 
 @keras.saving.register_keras_serializable(package="ablation")
-class DropPath(layers.Layer):
-    """Stochastic depth: in training, drop a whole residual branch per sample.
+class DropPath(Configured, layers.Layer):
+    """Stochastic depth (timm's ``DropPath``, the official code's): in training, each
+    sample's branch output is zeroed with probability ``rate``, the rest scaled by
+    1 / (1 - rate)."""
 
-    Each sample's branch output is zeroed with probability ``rate`` and the
-    kept ones are scaled by 1 / (1 - rate), so the expected output is
-    unchanged (as timm's ``DropPath``, which the official code uses with rate
-    0.1 in every branch of every block). At inference it is the identity.
-
-    Args:
-        rate: probability of dropping the branch for a sample.
-        seed: seed of the layer's random generator.
-    """
+    CONFIG = ("rate", "seed")
 
     def __init__(self, rate: float = 0.0, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -114,14 +96,10 @@ class DropPath(layers.Layer):
             return x
         keep = 1.0 - self.rate
         shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
-        # in float32 whatever the compute dtype: a bfloat16 draw and 1/keep would
-        # bias the kept share and the scale (0.8977 kept, x1.109 at rate 0.1)
+        # in float32 whatever the compute dtype: in bfloat16 the draw and 1/keep are biased
         draw = keras.random.uniform(shape, seed=self.seed_generator, dtype="float32")
         mask = ops.floor(keep + draw) / keep  # floor(keep + U) is 1 with prob. keep
         return ops.cast(ops.cast(x, "float32") * mask, x.dtype)
 
     def compute_output_shape(self, input_shape):
         return input_shape
-
-    def get_config(self):
-        return {**super().get_config(), "rate": self.rate, "seed": self.seed}

@@ -5,6 +5,7 @@ import keras
 from keras import layers, ops
 
 from ablation.model.layers import LAYER_NORM_EPSILON
+from ablation.model.regularization import Configured
 
 # Order of the four diagonal shifts concatenated after the original image, as
 # (rows, cols) offsets read from the source: shifted[i, j] = image[i + dy, j + dx].
@@ -18,21 +19,17 @@ SHIFTS = {
 
 
 @keras.saving.register_keras_serializable(package="ablation")
-class PatchTokenizer(layers.Layer):
+class PatchTokenizer(Configured, layers.Layer):
     """Cut an image into non-overlapping patches and project each to a token.
 
-    With ``shifted=True`` this is the paper's Shifted Patch Tokenization: the
-    image is concatenated (on channels) with four copies shifted diagonally by
-    half a patch and zero padded, so every token also sees its neighbours'
-    pixels; the flattened patches are layer-normalised before the projection.
-    With ``shifted=False`` it is the plain ViT patch embedding (patches, Dense).
-
-    Args:
-        patch_size: side of a square patch, in pixels.
-        dim: width of the output tokens.
-        shifted: turn on Shifted Patch Tokenization (the ``spt`` switch).
-        epsilon: epsilon of the shifted tokens' LayerNorm.
+    With ``shifted=True`` (the ``spt`` switch) this is the paper's Shifted Patch
+    Tokenization: the image is concatenated (on channels) with four copies
+    shifted diagonally by half a patch and zero padded, so every token also
+    sees its neighbours' pixels; the flattened patches are layer-normalised
+    before the projection. Otherwise it is the plain ViT patch embedding.
     """
+
+    CONFIG = ("patch_size", "dim", "shifted", "epsilon")
 
     def __init__(self, patch_size: int, dim: int, shifted: bool = False,
                  epsilon: float = LAYER_NORM_EPSILON, **kwargs):
@@ -41,20 +38,15 @@ class PatchTokenizer(layers.Layer):
         self.patch_size = int(patch_size)
         self.dim = int(dim)
         self.shifted = bool(shifted)
-        self.norm = (
-            layers.LayerNormalization(epsilon=self.epsilon, name="norm")
-            if self.shifted
-            else None
-        )
+        self.norm = (layers.LayerNormalization(epsilon=self.epsilon, name="norm")
+                     if self.shifted else None)
         self.projection = layers.Dense(self.dim, name="projection")
 
     def build(self, input_shape):
         height, width, channels = input_shape[1:]
         if height % self.patch_size or width % self.patch_size:
-            raise ValueError(
-                f"patch_size {self.patch_size} does not divide the image size "
-                f"{height}x{width}"
-            )
+            raise ValueError(f"patch_size {self.patch_size} does not divide the image size "
+                             f"{height}x{width}")
         if self.shifted:
             channels *= 1 + len(SHIFTS)
         patch_dim = self.patch_size * self.patch_size * channels
@@ -74,12 +66,8 @@ class PatchTokenizer(layers.Layer):
         return ops.concatenate(views, axis=-1)
 
     def patchify(self, images):
-        """(batch, H, W, C) -> (batch, patches, p*p*C), rows then columns.
-
-        Each patch is flattened row by row, channels last, as
-        ``tf.image.extract_patches`` does, but with a reshape and a transpose
-        that every backend has.
-        """
+        """(batch, H, W, C) -> (batch, patches, p*p*C), rows then columns, each patch
+        flattened as ``tf.image.extract_patches`` does, on every backend."""
         p = self.patch_size
         _, height, width, channels = images.shape
         rows, cols = height // p, width // p
@@ -99,12 +87,3 @@ class PatchTokenizer(layers.Layer):
         rows = input_shape[1] // self.patch_size
         cols = input_shape[2] // self.patch_size
         return (input_shape[0], rows * cols, self.dim)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "patch_size": self.patch_size,
-            "dim": self.dim,
-            "shifted": self.shifted,
-            "epsilon": self.epsilon,
-        }

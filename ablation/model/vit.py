@@ -1,12 +1,5 @@
-"""Build the ViT from a config: the one place the three switches reach the model.
-
-``build_model(cfg, ...)`` reads ``cfg.spt``, ``cfg.lsa`` and
-``cfg.learnable_temperature`` and hands them to the layers that implement them
-(:mod:`ablation.model.tokenizer`, :mod:`ablation.model.attention`); everything
-else comes from the ``model`` and ``augmentation`` config groups. ``build_vit``
-is the same thing with plain keyword arguments, for use from Python without
-Hydra.
-"""
+"""Build the ViT from a run config (:func:`build_model`: the one place the three
+switches reach the model) or from keyword arguments (:func:`build_vit`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -65,12 +58,9 @@ def build_vit(
 ) -> keras.Model:
     """A Vision Transformer for ``input_shape`` images and ``num_classes`` classes.
 
-    ``key_dim=None`` splits ``dim`` evenly over the heads.
-    ``pooling="flatten"`` flattens all tokens into an MLP head (keras.io
-    example); ``"class_token"`` prepends a class token and classifies its final
-    state (the paper's ViT); ``"mean"`` averages the tokens. ``init`` draws the
-    initial weights as the code the model reproduces does
-    (:mod:`ablation.model.init`); ``layer_norm_epsilon`` is every LayerNorm's.
+    ``key_dim=None`` splits ``dim`` evenly over the heads. ``pooling``:
+    ``flatten`` (all tokens into the head, keras.io), ``class_token`` (the
+    paper's ViT) or ``mean``. ``init``: :mod:`ablation.model.init`.
     ``normalization``: the input normalisation's statistics, or the training
     images to compute them from (:mod:`ablation.augment.normalization`).
     """
@@ -119,24 +109,15 @@ def build_vit(
     return model
 
 
-# Config keys of the ``model`` group that are not arguments of build_vit.
-_MODEL_BOOKKEEPING_KEYS = ("name",)
-
-
 def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
                 normalization_data: np.ndarray | None = None,
                 normalization: ChannelStatistics | None = None) -> keras.Model:
-    """The model a run config describes; the switches enter here, each as the
-    :func:`build_vit` argument of its name (:data:`ablation.config.switches.REGISTRY`).
-
-    The normalisation's statistics are ``normalization``, else those the
-    config asks for (``augmentation.normalization``) with
-    ``normalization_data`` as the training images.
-    """
+    """The model a run config describes, each switch the :func:`build_vit` argument of
+    its name; normalised with ``normalization``, else the statistics the config asks
+    for with ``normalization_data`` as the training images."""
     if normalization is None:
         normalization = normalization_statistics(cfg, normalization_data)
-    model_kwargs = {k: v for k, v in dict(cfg["model"]).items()
-                    if k not in _MODEL_BOOKKEEPING_KEYS}
+    model_kwargs = {k: v for k, v in dict(cfg["model"]).items() if k != "name"}
     return build_vit(
         num_classes,
         input_shape,
@@ -150,20 +131,12 @@ def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
 
 def attention_layers(model: keras.Model) -> list[MultiHeadSelfAttention]:
     """The model's attention layers, in depth order."""
-    found = []
-    for layer in model.layers:
-        if isinstance(layer, TransformerBlock):
-            found.append(layer.attention)
-    return found
+    return [layer.attention for layer in model.layers if isinstance(layer, TransformerBlock)]
 
 
 def temperatures(model: keras.Model) -> dict[str, float]:
-    """Current learnable temperatures by name (``temperature/block_3``), if any.
-
-    Per-head temperatures get one entry per head (``temperature/block_3/head_0``).
-    The value is always the divisor T of the logits (the ``multiply`` form's
-    scale s is reported as 1/s), so runs of either form compare directly.
-    """
+    """Current learnable temperatures as the divisor T of the logits, by name:
+    ``temperature/block_3``, or ``temperature/block_3/head_0`` per head."""
     values = {}
     for i, attention in enumerate(attention_layers(model)):
         if attention.temperature is None:

@@ -1,23 +1,15 @@
 """End-of-epoch checkpoints, so a killed run resumes where it stopped.
 
 A checkpoint is ``checkpoint/model-<epoch>.keras`` (weights and optimizer
-state: the step counter, hence the learning-rate schedule's position) plus
-``checkpoint/state-<epoch>.json`` (epoch, metrics so far, training seconds so
-far and the epochs each attempt started from, the layers' random-generator
-states, W&B run id, config). The newest state is also ``checkpoint/state.json``
-(read without Keras before a job starts, to compare configurations).
+state) plus ``checkpoint/state-<epoch>.json`` (epoch, bookkeeping, the layers'
+random-generator states, which Keras does not restore, W&B run id, config);
+the newest state is also ``checkpoint/state.json`` (read without Keras).
 
-Each file is written under a unique temporary name, flushed to disk (fsync)
-and renamed into place, the model before its state: whatever moment a run is
-killed or the disk fills, a state file names a model file that is complete.
-The two newest checkpoints are kept. On resume, a checkpoint that does not load
-(a crash mid-write on a file system that reorders writes, a damaged disk) is set
-aside in ``<job>/.replaced/`` with one line, and the job resumes from the
-newest one that loads, or starts over saying so.
-
-Keras saves the seed-generator variables of dropout and augmentation layers
-but does not restore them on loading (layers built without a seed even draw a
-new one), so their states travel in the state file and are assigned back.
+Each file is written atomically, the model before its state, so a state
+file names a complete model file. The two newest checkpoints are kept. On
+resume, a checkpoint that does not load is set aside in ``<job>/.replaced/``
+with one line, and the job resumes from the newest one that loads, or
+starts over saying so.
 """
 from __future__ import annotations
 
@@ -105,13 +97,9 @@ def _set_aside(directory: Path, files: list[Path], why: str, then: str) -> None:
 def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
                     ) -> Checkpoint | None:
     """The newest checkpoint that loads: the model (compiled, with its optimizer
-    and random-generator states) and state; None if there is none.
-
-    Damaged files are set aside with one line each (see the module's docstring),
-    and so is a state that cannot be this run's: past its ``epochs``, or with
-    a history of another length than its epoch.
-    ``seed`` makes what is not in the checkpoint (the data order from here on)
-    reproducible."""
+    and random-generator states) and state; None if there is none. Damaged
+    files, and states that cannot be this run's, are set aside with one line
+    each; ``seed`` makes what the checkpoint does not hold reproducible."""
     directory = Path(directory)
     states, damaged = checkpoint_states(directory, epochs)
     for path, reason in damaged:
@@ -149,7 +137,8 @@ def checkpoint_states(directory: Path, epochs: int | None = None
     """The readable states in ``directory``, newest first (one per epoch), and the
     unreadable or impossible state files with the reason."""
     by_epoch, damaged = {}, []
-    files = [directory / STATE_FILE, *sorted(entries(directory, "state-*.json"), key=_sort_key)]
+    files = [directory / STATE_FILE, *sorted(entries(directory, "state-*.json"),
+                                              key=lambda path: -(_epoch_of(path) or 0))]
     for path in files:
         if not os.path.lexists(path):
             continue
@@ -167,10 +156,6 @@ def checkpoint_states(directory: Path, epochs: int | None = None
             continue
         by_epoch.setdefault(int(state["epoch"]), state)
     return [by_epoch[k] for k in sorted(by_epoch, reverse=True)], damaged
-
-
-def _sort_key(path: Path) -> int:
-    return -(_epoch_of(path) or 0)
 
 
 def remove(directory: str | Path) -> None:

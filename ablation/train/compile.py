@@ -1,7 +1,6 @@
 """How a job's model is built and compiled for training (:func:`compiled_model`):
-AdamW on the warm-up cosine schedule,
-the loss and the top-1/top-5 metrics, all weighted by sample so that short
-batches can be padded with weight-0 rows (:func:`pad_batches`)."""
+AdamW on the warm-up cosine schedule, the loss and the top-1/top-5 metrics, all
+weighted by sample so that short batches can be padded (:func:`pad_batches`)."""
 from __future__ import annotations
 
 import logging
@@ -19,12 +18,8 @@ log = logging.getLogger(__name__)
 
 
 def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
-    """Linear warm-up, then per-step cosine from the peak down to ``min_learning_rate``.
-
-    The warm-up is ``warmup_epochs`` epochs when set (the official code: 10),
-    else ``warmup_fraction`` of all steps. The keras.io example builds this
-    schedule and never hands it to the optimizer; here it is applied.
-    """
+    """Linear warm-up (``warmup_epochs``, else ``warmup_fraction`` of all steps), then
+    per-step cosine from the peak down to ``min_learning_rate``."""
     total = int(trainer["epochs"]) * steps_per_epoch
     if trainer["warmup_epochs"] is not None:
         warmup = min(int(trainer["warmup_epochs"]) * steps_per_epoch, total - 1)
@@ -43,17 +38,12 @@ def learning_rate_schedule(trainer: Mapping, steps_per_epoch: int):
 
 def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
                   num_classes: int, soft_targets: bool = False) -> keras.Model:
-    """AdamW on the schedule (:mod:`ablation.train.optimizer`); with ``soft_targets`` (label smoothing, Mixup/CutMix)
-    the loss and metrics take one-hot/soft target rows instead of class ids.
+    """AdamW on the schedule; with ``soft_targets`` (label smoothing, Mixup/CutMix)
+    the loss and metrics take one-hot/soft rows instead of class ids.
 
-    Sample weights (0 on the rows that pad a batch, see
-    :mod:`ablation.data.batches`) are honoured everywhere: the loss is the
-    weighted mean over the batch (``mean_with_sample_weight``, Keras >= 3.7;
-    the default divides by the row count, padding included), so a padded
-    batch's gradient is the unpadded batch's; the metrics are compiled as
-    ``weighted_metrics`` (plain ``metrics`` ignore sample weights); and the
-    epoch's ``loss`` is :class:`MeanLoss`. Without sample weights all of these
-    are the plain means.
+    Sample weights (0 on padding rows) count everywhere: the loss is the
+    weighted mean (``mean_with_sample_weight``), the metrics are
+    ``weighted_metrics`` and the epoch's ``loss`` is :class:`MeanLoss`.
     """
     k = min(5, num_classes)
     smoothing = float(trainer["label_smoothing"])
@@ -75,15 +65,10 @@ def compile_model(model: keras.Model, trainer: Mapping, steps_per_epoch: int,
 
 
 def pad_batches(trainer: Mapping, model: keras.Model) -> bool:
-    """``trainer.pad_batches``: fill short batches with weight-0 rows (one compiled
-    program per job for training and one for evaluation; see :mod:`ablation.data.batches`).
-
-    ``auto`` pads where the model is compiled with XLA (``model.jit_compile``:
-    JAX, TensorFlow on a GPU), which compiles a program per batch shape;
-    TensorFlow on the CPU traces a shape in a fraction of a second, and keeps
-    the array input. Only for a model compiled to weigh samples as
-    :func:`compile_model` does: a checkpoint's model comes compiled as it was
-    saved, and a model whose metrics ignore sample weights would count the padding rows.
+    """``trainer.pad_batches``: fill short batches with weight-0 rows, so XLA compiles
+    one program. ``auto`` pads where the model is compiled with XLA. Only for a
+    model compiled to weigh samples as :func:`compile_model` does (a checkpoint's
+    comes compiled as it was saved).
     """
     setting = trainer["pad_batches"]
     if not (bool(model.jit_compile) if setting == "auto" else setting):
@@ -117,13 +102,8 @@ def compiled_model(config: Mapping, data: Dataset, statistics) -> keras.Model:
 
 
 def with_optimizer_state(model: keras.Model) -> keras.Model:
-    """``model`` with its optimizer's variables made (a no-op where they exist).
-
-    Keras makes them on the first training step, and on TensorFlow (without a
-    distribution strategy) that step is inside ``tf.function``, which traces a
-    function that creates variables twice: once to make them, once more
-    without. Made beforehand, the training step is traced once. The values do
-    not change: the slots start at zero either way."""
+    """``model`` with its optimizer's variables made (a no-op where they exist):
+    made in the first step, they make TensorFlow trace the step twice."""
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     return model

@@ -15,19 +15,16 @@ from ablation.model import temperatures
 from ablation.runs.epochs import steady_epochs
 from ablation.runs.tracking import Tracker
 
+
 @keras.saving.register_keras_serializable(package="ablation")
 class MeanLoss(keras.metrics.Mean):
     """The epoch's loss as the mean of the per-sample cross-entropy, weighted by sample weight.
 
-    Keras' own epoch loss averages each batch's loss weighted by the batch's
-    row count, padding rows included, so a batch filled up with weight-0 rows
-    would count as a full one. Compiled as a weighted metric named ``loss``, this
-    replaces that value in the logs (a compiled metric's result is written after
-    the loss tracker's under the same key), so ``loss``/``val_loss``, the
-    progress bar, ``TerminateOnNaN`` and ``evaluate`` all report the mean over
-    the real samples: without sample weights, the same value as Keras'. It is
-    the whole training loss only because the model adds no losses of its own
-    (``add_loss``). Registered, so a checkpoint's compiled model loads with it.
+    Keras' own epoch loss weighs each batch by its row count, padding rows
+    included. Compiled as a weighted metric named ``loss``, this replaces that
+    value in the logs (written after the loss tracker's under the same key),
+    so ``loss``/``val_loss``, ``TerminateOnNaN`` and ``evaluate`` report the
+    mean over the real samples (the model adds no losses of its own).
     """
 
     def __init__(self, soft: bool = False, label_smoothing: float = 0.0, name: str = "loss",
@@ -61,12 +58,10 @@ METRIC_NAMES = {
 class EpochMetrics(keras.callbacks.Callback):
     """Collect a row of metrics per epoch and send it to the tracker.
 
-    Also times the training part of each epoch (up to the start of
-    validation) in ``train_phase_seconds``, so throughput can exclude
-    evaluation and graph tracing, and the wall time of ``fit``. A resumed run
-    carries on from a checkpoint's state (:meth:`restore`): its history, its
-    times and the epochs at which each attempt started, so times and
-    throughput cover the whole training, not only its last attempt.
+    Also times the training part of each epoch (up to validation) and ``fit``.
+    A resumed run carries on from a checkpoint's state (:meth:`restore`), so
+    times and throughput cover the whole training. ``validation_name``:
+    ``val``, or ``test`` under the official protocol (its per-epoch evaluation).
     """
 
     def __init__(self, tracker: Tracker | None = None, validation_name: str = "val",
@@ -83,17 +78,6 @@ class EpochMetrics(keras.callbacks.Callback):
         self.seconds_before = 0.0  # fit seconds of earlier attempts (to their last checkpoint)
         self.extras_seconds = 0.0  # spent in ``extras``, this attempt
         self._epoch_start = self._train_end = self._fit_start = None
-
-    @property
-    def validation_name(self) -> str:
-        """``val``, or ``test`` under the official protocol (its per-epoch evaluation
-        is the test set): the prefix of the evaluation metrics in each row."""
-        return self._validation_name
-
-    @validation_name.setter
-    def validation_name(self, name: str) -> None:
-        self._validation_name = name
-        self.names = {k: v.replace("val/", f"{name}/", 1) for k, v in METRIC_NAMES.items()}
 
     def restore(self, state: dict) -> None:
         """Continue from a checkpoint's state (see :meth:`state`)."""
@@ -136,9 +120,9 @@ class EpochMetrics(keras.callbacks.Callback):
         now = time.perf_counter()
         self.train_phase_seconds.append((self._train_end or now) - self._epoch_start)
         row = {"epoch": epoch + 1}
-        for key, name in self.names.items():
+        for key, name in METRIC_NAMES.items():
             if logs and key in logs:
-                row[name] = float(logs[key])
+                row[name.replace("val/", f"{self.validation_name}/", 1)] = float(logs[key])
         row["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         row.update(temperatures(self.model))
         row["epoch_seconds"] = now - self._epoch_start
@@ -151,13 +135,8 @@ class EpochMetrics(keras.callbacks.Callback):
         self._epoch_start = None
 
     def images_per_second(self, images_per_epoch: int) -> float | None:
-        """Steady-state training throughput: training phase only, without the
-        first epoch of each attempt (of a resumed run too).
-
-        The first epoch of a process includes tracing and compilation (seconds
-        to minutes), which says nothing about the model's speed; when every
-        epoch is such a first one, they are all there is, and are used.
-        """
+        """Steady-state training throughput: training phases only, without the first
+        epoch of each attempt (tracing and compiling) unless there are no others."""
         steady = set(steady_epochs(len(self.train_phase_seconds), self.attempt_starts))
         known = [(i, s) for i, s in enumerate(self.train_phase_seconds) if s is not None]
         phases = [s for i, s in known if i in steady] or [s for _, s in known]

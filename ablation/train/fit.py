@@ -1,15 +1,11 @@
-"""The training loop of one job: build, compile, fit, evaluate, measure.
-
-:func:`train` is the part of a job that trains; the job's lifecycle around
-it (the folder's lock, skipping, resuming, setting aside, the record and the
-W&B run) is :mod:`ablation.job.lifecycle`, whose ``run_job`` is what a sweep's job
-calls.
-"""
+"""The training loop of one job: build, compile, fit, evaluate, measure (the job's
+lifecycle around it is :mod:`ablation.job.lifecycle`)."""
 from __future__ import annotations
 
 import logging
 import math
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,13 +17,13 @@ from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.runtime.provenance import UNKNOWN_CODE, code_history
 from ablation.runtime.signals import pending_stop
+from ablation.runtime.sweep_context import current
 from ablation.train import locality_probe
 from ablation.train.checkpoint import Checkpoint, EpochCheckpoint
 from ablation.train.compile import compiled_model, pad_batches, use_precision, with_optimizer_state
 from ablation.train.epoch_metrics import EpochMetrics
 from ablation.train.inputs import Feed, evaluation_split, protocol_data, training_inputs
-from ablation.train.progress import prints_lines
-from ablation.train.progress_callback import ProgressLine
+from ablation.train.progress import progress_line, prints_lines
 from ablation.train.timings import Phases
 
 log = logging.getLogger(__name__)
@@ -53,11 +49,34 @@ class StopWhenAsked(keras.callbacks.Callback):
     on_train_batch_end = on_epoch_end = _check
 
 
+class ProgressLine(keras.callbacks.Callback):
+    """Print :func:`ablation.train.progress.progress_line` at the end of every epoch.
+
+    An epoch's seconds run from the end of the one before (the first: from the
+    start of ``fit``), so they include validation and the callbacks listed before.
+    """
+
+    def __init__(self, run_name: str, epochs: int, validation_name: str = "val"):
+        super().__init__()
+        self.run_name, self.epochs, self.validation_name = run_name, epochs, validation_name
+        self.position = current().position()
+        self.epoch_seconds: list[float] = []
+        self._last = None
+
+    def on_train_begin(self, logs=None):
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = time.perf_counter()
+        self.epoch_seconds.append(now - (self._last or now))
+        self._last = now
+        print(progress_line(self.run_name, epoch + 1, self.epochs, self.epoch_seconds,
+                            dict(logs or {}), self.position, self.validation_name), flush=True)
+
+
 def keras_verbosity(value) -> int | str:
-    """``trainer.verbose``: ``auto`` is the progress bar on a terminal; otherwise
-    Keras is silent and :class:`ProgressLine` prints one line per epoch (the bar's
-    carriage-return frames would fill a log file, Slurm output or CI log). Keras'
-    own ``auto`` always draws the bar."""
+    """``trainer.verbose``: ``auto`` is Keras's bar on a terminal, else silent Keras
+    and :class:`ProgressLine` (the bar's frames would fill a log file)."""
     if value == "auto":
         return 1 if sys.stdout.isatty() else 0
     return value
@@ -76,13 +95,10 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     """Train and evaluate one configuration; returns the measured part of a record.
 
     With ``resume_from``, training continues after its epoch with its weights,
-    optimizer state (so the schedule continues too) and the layers' random
-    states; the data order is reseeded from the seed and that epoch, so a
-    resumed run is reproducible, though not bit-identical to an unbroken one.
-    Its history, training seconds and earlier resumes carry on, so the
-    record's times cover the whole training. ``progress`` (the per-epoch
-    bookkeeping) may be passed in to read what was done should training raise.
-    ``state_extra`` goes into every checkpoint's state (what the job compares on resume).
+    optimizer and random states and its bookkeeping; the data order is
+    reseeded from the seed and that epoch. ``progress`` (the per-epoch
+    bookkeeping) may be passed in to read what was done should training raise;
+    ``state_extra`` goes into every checkpoint's state.
     """
     trainer = config["trainer"]
     protocol = trainer["protocol"]
@@ -167,7 +183,8 @@ def _bookkeeping(epochs: EpochMetrics, tracker: Tracker, config: Mapping, data: 
     epochs.tracker = tracker
     epochs.validation_name = "test" if official else "val"
     probe = locality_probe.from_config(config, data.x_test, int(config["trainer"]["batch_size"]))
-    epochs.extras = locality_probe.epoch_extras(probe, config)
+    every_epoch = probe is not None and config["diagnostics"]["every_epoch"]
+    epochs.extras = [probe.epoch_values] if every_epoch else []
     return probe
 
 

@@ -84,15 +84,9 @@ def evaluation_split(config: Mapping, data: Dataset, pad: bool, x, y) -> tuple:
 
 def training_inputs(config: Mapping, data: Dataset, pad: bool, initial_epoch: int,
                      statistics) -> dict:
-    """``fit``'s training data: the input pipeline (repeated passes, augmentation,
-    Mixup/CutMix, soft targets, padding: :mod:`ablation.data.batches`), for every
-    recipe, also one that needs none of those.
-
-    Its batch order is drawn from the seed and the epoch alone, so every variant of
-    a seed is fed the same order, each epoch a new one, and a resumed run the order
-    an unbroken one is fed. Keras' own shuffle of arrays is none of that: on the
-    TensorFlow backend, under the global seed a job sets, it deals the same order
-    every epoch."""
+    """``fit``'s training data: the input pipeline of :mod:`ablation.data.batches`, for
+    every recipe, so the batch order is drawn from the seed and the epoch alone (Keras'
+    shuffle of arrays deals the same order every epoch on TensorFlow)."""
     from ablation.data.batches import training_batches
 
     return dict(x=training_batches(data.x_train, data.y_train, data.num_classes,

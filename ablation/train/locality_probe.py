@@ -1,11 +1,7 @@
-"""Locality diagnostics: does the attention do what the paper says SPT and LSA make it do?
+"""Locality diagnostics: does the attention become more local and sharper, as the paper says?
 
-The paper (Lee, Lee & Song 2021) claims SPT and LSA "increase the locality
-inductive bias" and that LSA's learned temperature "sharpens the distribution
-of attention scores". These numbers let a run show whether that happened.
-On a fixed probe set of test images (the same images for every run of a
-dataset, whatever the seed), in inference mode, for every attention layer and
-head:
+On a fixed probe set of test images (the same for every run of a dataset), in
+inference mode, for every attention layer and head:
 
 - ``entropy``: mean over queries and images of -sum_j p_ij ln p_ij (nats);
 - ``normalized_entropy``: the same divided by ln(number of keys the query may
@@ -17,12 +13,8 @@ head:
   weights renormalised (Dosovitskiy et al. 2021, Fig. 7);
 - ``self_attention``: mean p_ii (exactly 0 with the LSA mask).
 
-The weights come from the model's own layers,
-:meth:`ablation.model.attention.MultiHeadSelfAttention.attention_weights`, applied to
-each block's normed tokens (a functional sub-model gives the blocks' inputs):
-never a second implementation of attention. Work is done in batches, reduced
-per image to per-head sums inside one compiled forward pass, so memory
-stays bounded and the cost is one inference pass over the probe set.
+The weights come from the model's own layers (never a second implementation
+of attention), reduced to per-head sums inside one compiled forward pass.
 """
 from __future__ import annotations
 
@@ -48,12 +40,8 @@ PREFIX = "locality"
 
 
 def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
-    """The first ``count`` of a fixed permutation of the test split.
-
-    Depends on the test split's size and ``seed`` (config ``diagnostics.probe_seed``)
-    only, never on the run's seed, so every run of a dataset sees the same
-    images, spread over the classes rather than the split's first rows.
-    """
+    """The first ``count`` of a permutation of the test split by ``diagnostics.probe_seed``
+    (never the run's seed)."""
     return np.random.default_rng(seed).permutation(num_test)[:min(int(count), num_test)]
 
 
@@ -77,21 +65,11 @@ def patch_distances(rows: int, cols: int, patch_size: int) -> np.ndarray:
     return np.linalg.norm(centres[:, None, :] - centres[None, :, :], axis=-1)
 
 
-def map_blocks(depth: int) -> list[int]:
-    """First, middle and last block (fewer when the model is shallower)."""
-    return sorted({0, depth // 2, depth - 1})
-
-
 def query_sums(weights, distances, num_prefix: int, masked: bool) -> dict:
-    """Per-image, per-head sums over queries of (batch, heads, N, N) attention weights.
-
-    ``num_prefix`` tokens (the class token) come before the P patch tokens;
-    ``distances`` is (P, P). Returns (batch, heads) tensors: the sums of the
-    per-query entropy, normalised entropy and self-attention (over all N
-    queries) and of the per-query mean distance (over the P patch queries,
-    weights on the class token left out and the rest renormalised). Works on
-    real and on symbolic tensors (keras.ops only).
-    """
+    """Per-image, per-head sums over queries of (batch, heads, N, N) attention weights,
+    as (batch, heads) tensors: entropy, normalised entropy and self-attention over
+    all queries, mean distance over the patch queries (``num_prefix`` class tokens
+    left out, the rest renormalised); ``distances`` is (P, P)."""
     w = ops.cast(weights, "float32")
     n = w.shape[-1]
     keys = n - 1 if masked else n
@@ -108,10 +86,8 @@ def query_sums(weights, distances, num_prefix: int, masked: bool) -> dict:
 
 
 def centre_map(weights, num_prefix: int, rows: int, cols: int):
-    """Head-averaged attention of the centre patch over the patches, (batch, P).
-
-    Class token left out and the rest renormalised, as for the distance.
-    """
+    """Head-averaged attention of the centre patch over the patches, (batch, P),
+    renormalised without the class token."""
     centre = num_prefix + (rows // 2) * cols + cols // 2
     row = ops.mean(ops.cast(weights, "float32")[:, :, centre, num_prefix:], axis=1)
     return row / ops.maximum(ops.sum(row, axis=-1, keepdims=True), 1e-30)
@@ -127,13 +103,8 @@ def per_head_means(sums: Mapping, num_tokens: int, num_patches: int) -> dict[str
 
 
 class BlockStatistics(keras.layers.Layer):
-    """One block's attention statistics from its input tokens, with the block's own layers.
-
-    A thin wrapper (never saved): ``block.attention.attention_weights`` on
-    ``block.attention_norm(tokens)``, reduced by :func:`query_sums` (and
-    :func:`centre_map` when ``keep_map``). Wrapping keeps the block's sublayers
-    out of the sub-model's graph, where their names would clash across blocks.
-    """
+    """One block's attention statistics from its input tokens, with the block's own
+    layers (wrapped, so their names do not clash across blocks in the sub-model)."""
 
     def __init__(self, block: TransformerBlock, distances: np.ndarray, rows: int, cols: int,
                  keep_map: bool, **kwargs):
@@ -145,9 +116,7 @@ class BlockStatistics(keras.layers.Layer):
     def call(self, tokens):
         prefix = tokens.shape[1] - self.rows * self.cols
         attention = self.block.attention
-        # the model's own logits; the softmax in float32 so that under mixed
-        # precision the measures are not computed from bfloat16-rounded weights
-        # (in float32 this is exactly attention_weights)
+        # attention_weights, with the softmax in float32 under mixed precision
         logits = attention.attention_logits(self.block.attention_norm(tokens))
         weights = ops.softmax(ops.cast(logits, "float32"), axis=-1)
         out = query_sums(weights, self.distances, prefix, attention.mask_diagonal)
@@ -157,13 +126,9 @@ class BlockStatistics(keras.layers.Layer):
 
 
 def statistics_model(model: keras.Model, maps: Sequence[int] = ()) -> keras.Model:
-    """A functional model: images -> per-image, per-head sums for every block.
-
-    Built on the model's own graph up to each block's input, then
-    :class:`BlockStatistics`, so it measures exactly the attention the model
-    computes and shares its current weights. Outputs ``"<i>/<quantity>"`` of
-    shape (batch, heads), and ``"<i>/map"`` (batch, P) for the blocks in ``maps``.
-    """
+    """A functional model on the model's own graph and weights: images ->
+    ``"<i>/<quantity>"`` (batch, heads) for every block, and ``"<i>/map"`` (batch, P)
+    for the blocks in ``maps``."""
     rows, cols, patch = patch_geometry(model)
     distances = patch_distances(rows, cols, patch)
     outputs = {}
@@ -175,14 +140,8 @@ def statistics_model(model: keras.Model, maps: Sequence[int] = ()) -> keras.Mode
 
 
 class LocalityProbe:
-    """Measures a model's attention on a fixed probe set.
-
-    Args:
-        images: the probe images, raw as the model takes them.
-        indices: their positions in the test split (saved with the maps).
-        batch_size: images per forward pass (bounds memory).
-        attention_maps: how many probe images' centre-patch maps to keep.
-    """
+    """Measures a model's attention on the probe ``images`` (``indices`` in the test
+    split), ``batch_size`` at a time, keeping ``attention_maps`` images' maps."""
 
     def __init__(self, images: np.ndarray, indices: np.ndarray, batch_size: int = 64,
                  attention_maps: int = 3):
@@ -205,7 +164,8 @@ class LocalityProbe:
         rows, cols, patch = patch_geometry(model)
         found = blocks(model)
         # One sub-model (one trace) for both uses: the maps are cheap to compute.
-        keep = tuple(map_blocks(len(found))) if self.attention_maps else ()
+        depth = len(found)  # maps of the first, middle and last block
+        keep = tuple(sorted({0, depth // 2, depth - 1})) if self.attention_maps else ()
         stats = self._statistics_model(model, keep)
         # predict_on_batch per batch (no data adapter); the last padded: one compiled program
         parts = [(n, stats.predict_on_batch(chunk))
@@ -250,9 +210,7 @@ class LocalityProbe:
 
 def record_entry(measured: Mapping) -> dict:
     """``{probe_images, layers, summary}``: the summary is the mean over layers and heads."""
-    layers = [{"layer": int(layer["layer"]), **{q: [float(v) for v in layer[q]]
-                                                  for q in QUANTITIES}}
-              for layer in measured["layers"]]
+    layers = [dict(layer) for layer in measured["layers"]]
     summary = {q: float(np.mean([v for layer in layers for v in layer[q]])) for q in QUANTITIES}
     return {"probe_images": int(measured["probe_images"]), "layers": layers, "summary": summary}
 
@@ -293,8 +251,3 @@ def from_config(config: Mapping, x_test: np.ndarray, batch_size: int) -> Localit
     return LocalityProbe(x_test[indices], indices, batch_size=batch_size,
                          attention_maps=int(diagnostics["attention_maps"]))
 
-
-def epoch_extras(probe: LocalityProbe | None, config: Mapping) -> Sequence:
-    """Callables adding per-epoch values to EpochMetrics' row (none unless every_epoch)."""
-    every_epoch = config["diagnostics"]["every_epoch"]
-    return [probe.epoch_values] if probe is not None and every_epoch else []

@@ -2,18 +2,10 @@
 
 Keras's AdamW divides by ``sqrt(v) + epsilon`` and folds the second moment's
 bias correction into the step size; ``torch.optim.AdamW`` (the official
-code's) divides by ``sqrt(v) / sqrt(1 - beta_2^t) + epsilon``. The two agree
-once the correction is near 1, but early in training and for parameters whose
-gradients are small, Keras's epsilon weighs up to ``1 / sqrt(1 - beta_2)``
-(about 32 at beta_2 = 0.999) times more. ``trainer.epsilon_form=torch``
-computes PyTorch's form, step for step (:class:`TorchFormAdamW`).
-
-Both compute what depends only on the step once per step (:class:`OncePerStep`):
-Keras evaluates the learning-rate schedule once for the update and again for
-each variable's weight decay, and the bias corrections for each variable, so
-the traced training step held a copy of them for every variable of the model.
-On the PyTorch backend the Keras form stays ``keras.optimizers.AdamW``, which
-Keras replaces there with an update of all variables at once.
+code's) divides by ``sqrt(v) / sqrt(1 - beta_2^t) + epsilon``, which early in
+training and for small gradients weighs epsilon less. ``trainer.epsilon_form``
+chooses (:class:`AdamW`, :class:`TorchFormAdamW`); both compute what depends
+only on the step once per step (:class:`OncePerStep`), not once per variable.
 """
 from __future__ import annotations
 
@@ -26,16 +18,9 @@ from ablation.config.choices import EPSILON_FORMS
 
 
 class OncePerStep:
-    """An optimizer mixin: within one :meth:`apply` (one training step), a value
-    that depends only on the step is computed at its first use and reused.
-
-    The iteration counter moves only at the end of ``apply``, so each
-    computation within it would give the same value: computing it once gives
-    the same update with one copy in the traced step instead of one per
-    variable. ``learning_rate`` is such a value; outside a step (the logged
-    learning rate, a callback) it is evaluated as usual, and setting it works
-    as in Keras.
-    """
+    """An optimizer mixin: within one :meth:`apply` (one training step, where the
+    iteration counter does not move), a value that depends only on the step, the
+    learning rate among them, is computed at its first use and reused."""
 
     _step_values: dict | None = None
 

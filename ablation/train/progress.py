@@ -1,13 +1,7 @@
-"""One progress line per epoch when the output is not a terminal.
+"""One progress line per epoch when the output is not a terminal, without Keras
+(the callback that prints it is :class:`ablation.train.fit.ProgressLine`):
 
     [2/8] spt+lsa+temp-s0 epoch 13/50 · loss 2.314 · val top-1 41.2 % · 38s · sweep 27 % · ETA 1h52m
-
-On a terminal Keras draws its bar (``trainer.verbose=auto``); in a log file,
-Slurm output or CI log this line replaces Keras's own per-epoch line, so an
-epoch is one line that also says where the sweep stands. The job's position
-and every job's epoch count come from the sweep context
-(:mod:`ablation.runtime.sweep_context`), which launchers' worker processes
-inherit. This module needs no Keras; the callback is :mod:`ablation.train.progress_callback`.
 """
 from __future__ import annotations
 
@@ -38,13 +32,9 @@ def format_duration(seconds: float) -> str:
 
 def eta_seconds(epoch_seconds: Sequence[float], epochs_left_in_job: int,
                 later_epochs: int = 0, later_jobs: int = 0) -> float:
-    """Seconds until the sweep ends, from this job's epochs so far.
-
-    An epoch after the first costs what they cost (their median); the first
-    epoch's excess over that (tracing and compiling) is what each later job
-    pays once more (:mod:`ablation.runs.epochs`). Later jobs are taken to cost what this one does per epoch,
-    one job at a time.
-    """
+    """Seconds until the sweep ends, from this job's epochs so far: each epoch costs
+    the steady epochs' median, each later job the first epoch's excess once more
+    (:mod:`ablation.runs.epochs`)."""
     if not epoch_seconds:
         raise ValueError("no epoch has been timed yet")
     steady = steady_seconds(epoch_seconds) or epoch_seconds[0]
@@ -55,13 +45,9 @@ def eta_seconds(epoch_seconds: Sequence[float], epochs_left_in_job: int,
 def progress_line(run_name: str, epoch: int, epochs: int, epoch_seconds: Sequence[float],
                   metrics: dict | None = None, position: tuple[int, list[int]] | None = None,
                   validation_name: str = "val") -> str:
-    """The line for the end of ``epoch`` (counted from 1) of ``epochs``.
-
-    ``epoch_seconds``: this attempt's epochs so far (a resumed job's start at
-    its checkpoint). ``position``: (job index, every job's epochs), see
-    :meth:`ablation.runtime.sweep_context.SweepContext.position`; without it
-    the line is the job's alone.
-    """
+    """The line for the end of ``epoch`` (counted from 1) of ``epochs``;
+    ``epoch_seconds``: this attempt's so far; ``position``: (job index, every job's
+    epochs) from :mod:`ablation.runtime.sweep_context`, else the line is the job's alone."""
     metrics = metrics or {}
     parts = [f"epoch {epoch}/{epochs}"]
     if "loss" in metrics:

@@ -1,13 +1,5 @@
-"""The learning-rate schedule: linear warm-up, then cosine decay, without a branch.
-
-Keras's ``CosineDecay`` with a warm-up picks the phase with ``ops.cond``. The
-optimizer evaluates the schedule once for the update and once more per
-variable for AdamW's weight decay, so TensorFlow traced a conditional, two
-sub-graphs each, for every variable of the model. :class:`WarmupCosineDecay`
-computes both phases (a dozen scalar operations) and selects one with
-``ops.where``: the same numbers, and a shorter trace and compile
-(docs/performance.md).
-"""
+"""The learning-rate schedule: linear warm-up, then cosine decay, without a branch
+(Keras's ``CosineDecay`` picks the phase with ``ops.cond``, a longer trace)."""
 from __future__ import annotations
 
 import math
@@ -18,16 +10,9 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="ablation")
 class WarmupCosineDecay(keras.optimizers.schedules.CosineDecay):
-    """``keras.optimizers.schedules.CosineDecay`` with ``warmup_steps > 0``, branch-free.
-
-    The same keyword arguments, configuration and values as Keras's schedule
-    (a test ties them step by step): from ``initial_learning_rate`` linearly up to
-    ``warmup_target`` over ``warmup_steps``, then a cosine from there down
-    to ``alpha * warmup_target`` over ``decay_steps``, held after that. The
-    values are bit-identical on TensorFlow and inside a compiled step; JAX
-    running it op by op (outside ``jit``, as for the logged learning rate)
-    may round a few of them differently, by an ulp or two.
-    """
+    """``keras.optimizers.schedules.CosineDecay`` with ``warmup_steps > 0``, branch-free:
+    the same arguments, configuration and values (bit-identical in a compiled step;
+    JAX op by op may differ by an ulp)."""
 
     def __init__(self, initial_learning_rate, decay_steps, warmup_target, warmup_steps,
                  alpha=0.0, name="WarmupCosineDecay"):

@@ -1,11 +1,5 @@
-"""Where a job's seconds went: the record's ``timings``.
-
-The benchmark of a whole sweep (``python -m benchmarks phases``) splits
-its wall time with these: building, the first epoch's excess over a steady
-one (tracing and compiling), training, per-epoch evaluation, the locality
-diagnostics, the final test and saving the model. The job adds its data
-loading and its own start and end (:mod:`ablation.job.lifecycle`).
-"""
+"""Where a job's seconds went: the record's ``timings`` (building, the first epoch's
+excess, training, evaluation, diagnostics, test, saving; the job adds its own)."""
 from __future__ import annotations
 
 import contextlib
@@ -31,14 +25,9 @@ class Phases:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
     def summary(self, epochs: EpochMetrics) -> dict[str, float | None]:
-        """The timed phases plus what the epochs' clocks say, this attempt's
-        epochs only (a resumed run's earlier attempts are in its history).
-
-        ``first_epoch_excess`` is the first epoch's training phase minus the
-        median of the others: the tracing and compiling of the training step
-        (None with a single epoch). ``train`` and ``validation`` are sums over
-        the epochs; ``epoch_diagnostics`` the per-epoch locality measures.
-        """
+        """The timed phases plus what this attempt's epochs' clocks say;
+        ``first_epoch_excess``: the first training phase minus the others' median
+        (tracing and compiling; None with a single epoch)."""
         start = epochs.attempt_starts[-1] if epochs.attempt_starts else 0
         phases = [s for s in epochs.train_phase_seconds[start:] if s is not None]
         rows = epochs.history[start:]
