@@ -256,8 +256,8 @@ def own_file(path: str | Path) -> Path:
     if os.path.islink(path):
         raise UnsafeFile(f"{shown(path)} is a symbolic link where the suite keeps a file of "
                          f"its own: remove it")
-    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        raise NotAFile(f"{shown(path)} is {describe(path)}, where the suite keeps a file of "
+    if os.path.lexists(path) and not stat.S_ISREG(mode := os.lstat(path).st_mode):
+        raise NotAFile(f"{shown(path)} is {what_is(mode)}, where the suite keeps a file of "
                        f"its own: remove it")
     return path
 

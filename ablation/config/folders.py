@@ -7,6 +7,7 @@ folder. Anything that could escape its folder or hide it is refused.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 
 from ablation.config.backend import backend_suffix
@@ -63,6 +64,25 @@ def folder_suffix(overrides: str) -> str:
     return "_" + ",".join(kept) if kept else ""
 
 
+def _unseen(text: str) -> bool:
+    """Whether ``text`` holds a character that shows as nothing or reorders what
+    follows (controls, bidirectional marks, zero-width spaces: Unicode Cc, Cf)."""
+    return any(unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
+def check_results_dir_name(value) -> None:
+    """Refuse a ``results_dir`` written with ``~`` (a config value is not expanded:
+    it would make a folder named ``~``) or with characters that hide its name."""
+    text = str(value)
+    if text.startswith("~"):
+        raise ConfigError(f"results_dir={text}: '~' is not expanded in a config value (it "
+                          f"would make a folder named '~'); write the path out, e.g. "
+                          f"results_dir=$HOME/{text[1:].lstrip('/')} for the shell to expand")
+    if _unseen(text):
+        raise ConfigError(f"results_dir={text!r} contains a control, bidirectional or "
+                          f"zero-width character: the folder would show as another name")
+
+
 def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> None:
     """Refuse a value that is to become one path component but could escape its
     folder or name a hidden or unusable one. ``key`` None: the job folder's name."""
@@ -74,8 +94,8 @@ def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> N
         problem = "it contains a path separator"
     elif text.startswith("."):
         problem = "it starts with a dot"
-    elif any(ord(c) < 32 or ord(c) == 127 for c in text):
-        problem = "it contains a control character"
+    elif _unseen(text):
+        problem = "it contains a control, bidirectional or zero-width character"
     elif len(text) > limit:
         problem = f"it is {len(text)} characters long (at most {limit})"
     if problem and key is None:
@@ -92,6 +112,7 @@ def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> N
 def check_folder_names(config: Mapping, job_folder: str) -> None:
     """``name``, ``sweep_id``, ``run_name`` and the job folder's name, before
     anything is written under them."""
+    check_results_dir_name(config["results_dir"])
     for key in FOLDER_KEYS:
         check_folder_name(key, config[key])
     check_folder_name(None, job_folder, MAX_FOLDER_NAME_LENGTH)

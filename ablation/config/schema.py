@@ -51,8 +51,9 @@ def _switch(value):
     raise ValueError("not a boolean")
 
 
-PositiveInt = _integer("must be a positive integer", gt=0)
-Count = _integer("must be an integer >= 0", ge=0)
+# Counts stay below 2**31: TensorFlow takes them as 32-bit integers.
+PositiveInt = _integer("must be a positive integer below 2**31", gt=0, lt=2**31)
+Count = _integer("must be an integer in [0, 2**31)", ge=0, lt=2**31)
 Seed = _integer("must be an integer in [0, 2**32)", ge=0, lt=2**32)
 PositiveNumber = _number("must be a positive number", gt=0)
 NonNegative = _number("must be a number >= 0", ge=0)
@@ -216,7 +217,7 @@ class Report(BaseModel):
 
 
 class Tune(BaseModel):
-    """``tune=...``: each variant's search on validation (hydra_plugins.vit_ablation.tuning)."""
+    """``tune=...``: each variant's search on validation (hydra_plugins.vit_ablation.tuned_sweep)."""
     model_config = _group()
     params: Annotated[list[StrictStr], Field(min_length=1,
                                              description="must be a list of dotted config keys")]

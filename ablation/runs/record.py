@@ -1,7 +1,8 @@
 """The per-run record, ``run.json``: what a run was and what it measured.
 
-Hydra keeps no return values, so each job leaves this file in its output
-folder and the reporter reads only these files. It is written atomically
+Each job leaves this file in its output folder, and the reporter reads only
+these files (what the job returns to its sweep is a summary for the sweep's
+end lines, never the report's source). It is written atomically
 (temporary file, fsync, rename), so a reader never sees half a record and a
 crash never leaves a corrupt one behind. The writer and the reader check it
 against one declared schema (:mod:`ablation.runs.record_schema`).
