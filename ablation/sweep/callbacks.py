@@ -19,8 +19,8 @@ from ablation.config.hydra_internals import sweep_jobs
 from ablation.runtime.sweep_context import SweepContext, publish
 from ablation.sweep.cleanup import missing_folders
 from ablation.sweep.preflight import check_jobs
-from hydra_plugins.vit_ablation.tuning import check_jobs as check_tunable
-from hydra_plugins.vit_ablation.tuning import check_not_swept, planned_jobs
+from hydra_plugins.vit_ablation.tuned_sweep import check_jobs as check_tunable
+from hydra_plugins.vit_ablation.tuned_sweep import check_not_swept, planned_jobs
 
 # Launchers that run jobs in other processes (joblib, submitit, Ray) unpickle
 # these callbacks there before Hydra names the job's folder, which needs the
