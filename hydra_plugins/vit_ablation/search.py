@@ -13,20 +13,59 @@ from ``tune.sampler_seed`` and k, so the same seed proposes the same values
 given the same results, whether or not the search was stopped and resumed
 between them, and every study draws the same random start-up values (common
 random numbers across variants).
+
+Nothing in the journal is believed unchecked: a trial counts only if its values
+name exactly the searched keys, each a finite number inside the study's range
+(as rounded when it was proposed), and a completed trial's score is a finite
+fraction in [0, 1]. Any other trial is left out of the budget, the resumption and
+the choice, with one warning naming the journal; a journal that cannot be parsed
+is :class:`DamagedJournal`, one line.
 """
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 
-from ablation.config.tuning import Protocol, rounded
+from ablation.config.tuning import SIGNIFICANT_DIGITS, Protocol, rounded
 
 log = logging.getLogger(__name__)
 
 VALUES_ATTR = "values"  # a launched trial's values, as trained (rounded)
+# A value as proposed is rounded to a few significant digits, so it may sit just
+# outside its range: half a unit in the last digit kept.
+ROUNDING = 10.0 ** -SIGNIFICANT_DIGITS / 2
+
+Ranges = Mapping[str, tuple[float, float]]
+
+
+class DamagedJournal(ValueError):
+    """The search journal cannot be read as Optuna's journal."""
+
+
+def trial_problem(trial, ranges: Ranges) -> str | None:
+    """Why ``trial``'s journal entry is not to be believed, or None: its values
+    must name exactly the searched keys, each a finite number in its range, and a
+    completed trial's score must be a finite fraction in [0, 1]."""
+    values = trial.user_attrs.get(VALUES_ATTR)
+    if not isinstance(values, dict) or set(values) != set(ranges):
+        return f"its values name {sorted(values) if isinstance(values, dict) else values!r}, " \
+               f"not the searched {sorted(ranges)}"
+    for key, value in values.items():
+        low, high = ranges[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not low * (1 - ROUNDING) <= value <= high * (1 + ROUNDING):
+            return f"{key}={value!r} is outside the searched range [{low:.3g}, {high:.3g}]"
+    from optuna.trial import TrialState
+
+    score = trial.value
+    if trial.state == TrialState.COMPLETE and not (
+            isinstance(score, (int, float)) and 0 <= score <= 1):
+        return f"its score {score!r} is not a fraction in [0, 1]"
+    return None
 
 
 class Search:
@@ -39,8 +78,14 @@ class Search:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        self.protocol = protocol
-        self.storage = JournalStorage(JournalFileBackend(str(journal)))
+        self.protocol, self.journal, self._warned = protocol, journal, set()
+        try:
+            self.storage = JournalStorage(JournalFileBackend(str(journal)))
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSON, UTF-8, layout
+            raise DamagedJournal(
+                f"the search journal {journal} cannot be read ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else 'damaged'}): move it aside to start "
+                f"this sweep's search over") from None
 
     @classmethod
     def existing(cls, journal: Path, protocol: Protocol) -> Search | None:
@@ -51,19 +96,16 @@ class Search:
 
         return cls(journal, protocol) if is_regular(journal) else None
 
-    def progress(self, study_id: str) -> tuple[int, tuple[int, dict[str, float], float] | None]:
+    def progress(self, study_id: str, ranges: Ranges
+                 ) -> tuple[int, tuple[int, dict[str, float], float] | None]:
         """(trials used, best trial as :meth:`best` gives it) of a study, read only:
         a study not in the journal has used none and has no best."""
         try:
-            study = self._optuna.load_study(study_name=study_id, storage=self.storage)
+            self._optuna.load_study(study_name=study_id, storage=self.storage)
         except KeyError:
             return 0, None
-        used = self.used(study_id)  # the study exists: loading it again writes nothing
-        try:
-            best = study.best_trial
-        except ValueError:  # no completed trial
-            return used, None
-        return used, (best.number, dict(best.user_attrs[VALUES_ATTR]), float(best.value))
+        # the study exists: loading it again writes nothing
+        return self.used(study_id, ranges), self.best(study_id, ranges)
 
     def _study(self, study_id: str, slot: int = 0):
         optuna = self._optuna
@@ -76,14 +118,27 @@ class Search:
             return optuna.create_study(study_name=study_id, storage=self.storage,
                                        direction="maximize", sampler=sampler, load_if_exists=True)
 
-    def _trials(self, study_id: str):
-        return self._study(study_id).get_trials(deepcopy=False)
+    def _trials(self, study_id: str, ranges: Ranges, states=None) -> list:
+        """The study's trials (in ``states``) that the journal records believably;
+        each other one is said once, in one line, and left out."""
+        believed = []
+        for trial in self._study(study_id).get_trials(deepcopy=False, states=states):
+            if trial.state == self._optuna.trial.TrialState.RUNNING \
+                    and VALUES_ATTR not in trial.user_attrs:
+                believed.append(trial)  # asked, never launched: closed by next_trial
+            elif (problem := trial_problem(trial, ranges)) is None:
+                believed.append(trial)
+            elif (study_id, trial.number) not in self._warned:
+                self._warned.add((study_id, trial.number))
+                log.warning("%s: trial %d of study %s is left out: %s", self.journal,
+                            trial.number, study_id, problem)
+        return believed
 
-    def used(self, study_id: str) -> int:
+    def used(self, study_id: str, ranges: Ranges) -> int:
         """Trials of the study's budget that ran to an end (completed or failed)."""
         states = self._optuna.trial.TrialState
-        return sum(1 for t in self._trials(study_id)
-                   if t.state in (states.COMPLETE, states.FAIL) and VALUES_ATTR in t.user_attrs)
+        return sum(1 for t in self._trials(study_id, ranges, (states.COMPLETE, states.FAIL))
+                   if VALUES_ATTR in t.user_attrs)
 
     def next_trial(self, study_id: str, ranges: dict[str, tuple[float, float]]
                    ) -> tuple[int, dict[str, float]]:
@@ -91,11 +146,11 @@ class Search:
         by a stopped sweep, else a new proposal within ``ranges``."""
         states = self._optuna.trial.TrialState
         study = self._study(study_id)
-        for trial in study.get_trials(deepcopy=False, states=(states.RUNNING,)):
+        for trial in self._trials(study_id, ranges, (states.RUNNING,)):
             if VALUES_ATTR in trial.user_attrs:
                 return trial.number, dict(trial.user_attrs[VALUES_ATTR])
             study.tell(trial.number, state=states.FAIL)  # asked, never launched
-        study = self._study(study_id, slot=self.used(study_id))
+        study = self._study(study_id, slot=self.used(study_id, ranges))
         from optuna.distributions import FloatDistribution
 
         trial = study.ask({key: FloatDistribution(low, high, log=True)
@@ -113,10 +168,15 @@ class Search:
         else:
             study.tell(number, value)
 
-    def best(self, study_id: str) -> tuple[int, dict[str, float], float] | None:
-        """(number, values, objective) of the study's best completed trial."""
-        try:
-            trial = self._study(study_id).best_trial
-        except ValueError:  # no completed trial
-            return None
-        return trial.number, dict(trial.user_attrs[VALUES_ATTR]), float(trial.value)
+    def best(self, study_id: str, ranges: Ranges,
+             agrees: Callable[[int, dict, float], bool] | None = None
+             ) -> tuple[int, dict[str, float], float] | None:
+        """(number, values, objective) of the study's best believable completed trial
+        (the first of equals, as Optuna chooses); with ``agrees``, the best whose
+        (number, values, objective) it accepts (the trial's own record)."""
+        done = self._trials(study_id, ranges, (self._optuna.trial.TrialState.COMPLETE,))
+        for trial in sorted(done, key=lambda t: (-t.value, t.number)):
+            found = trial.number, dict(trial.user_attrs[VALUES_ATTR]), float(trial.value)
+            if agrees is None or agrees(*found):
+                return found
+        return None

@@ -267,7 +267,8 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     trials, finals = [], []
     progress = {}
     for study in studies:
-        used, best = search.progress(study.id(protocol)) if search else (0, None)
+        used, best = (search.progress(study.id(protocol), study.ranges(protocol)) if search
+                      else (0, None))
         progress[study.name] = (max(protocol.trials - used, 0), best)
     for number in range(max((left for left, _ in progress.values()), default=0)):
         for study in studies:  # one trial of every unfinished study a round, as launched
@@ -324,6 +325,7 @@ class Tuner:
         from ablation.config.refusals import Refused
         from ablation.files import UnsafeFile, atomic_write, make_folder, own_file
         from ablation.runs.lock import JobBusy, job_lock
+        from hydra_plugins.vit_ablation.search import DamagedJournal
 
         try:
             import optuna  # noqa: F401 - the search's storage and sampler
@@ -342,7 +344,7 @@ class Tuner:
                 atomic_write(self.sweep_dir / "multirun.yaml", OmegaConf.to_yaml(self.config),
                              fsync=False)
                 self._tune_then_train(studies)
-        except UnsafeFile as e:  # a link or a FIFO planted where the search keeps its files
+        except (UnsafeFile, DamagedJournal) as e:  # a link, a FIFO, a journal not Optuna's
             raise Refused(e) from None
         except JobBusy as e:
             who = e.holder
@@ -359,7 +361,9 @@ class Tuner:
         protocol = self.protocol
         search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
         ids = {study.name: study.id(protocol) for study in studies}
-        left = {name: max(protocol.trials - search.used(ids[name]), 0) for name in ids}
+        ranges = {study.name: study.ranges(protocol) for study in studies}
+        left = {name: max(protocol.trials - search.used(ids[name], ranges[name]), 0)
+                for name in ids}
         trial_epochs = [int(self.config_of(study.finals[0])["trainer"]["epochs"])
                         if protocol.epochs is None else protocol.epochs for study in studies]
         final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
@@ -370,10 +374,11 @@ class Tuner:
         log.info("tuning %s of %d variant(s): %d trials each (%d to run), then %d final run(s)",
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
-        while pending := [s for s in studies if search.used(ids[s.name]) < protocol.trials]:
+        while pending := [s for s in studies
+                           if search.used(ids[s.name], ranges[s.name]) < protocol.trials]:
             batch = []
             for study in pending:
-                number, values = search.next_trial(ids[study.name], study.ranges(protocol))
+                number, values = search.next_trial(ids[study.name], ranges[study.name])
                 batch.append((study, number, trial_overrides(protocol, study, number, values,
                                                              study.variant)))
             results = self._launch([overrides for _, _, overrides in batch])
@@ -396,7 +401,8 @@ class Tuner:
                 return
         finals = []
         for study in studies:
-            best = search.best(ids[study.name])
+            best = search.best(ids[study.name], ranges[study.name],
+                               agrees=lambda *trial, study=study: self._agrees(study, *trial))
             if best is None:
                 log.warning("%s: no trial completed, so no values to train the final runs at",
                             study.name)
@@ -409,6 +415,29 @@ class Tuner:
                        for combination in study.finals]
         if finals:
             self.returns += self._launch(finals)
+
+    def _agrees(self, study: Study, number: int, values: dict, score: float) -> bool:
+        """Whether a trial's own record says what the journal says of it (its trial,
+        values and validation top-1); a trial whose record disagrees is not chosen."""
+        from ablation.runs.record import RecordError, read_record
+
+        folder = self.sweeper.folder_of(
+            trial_overrides(self.protocol, study, number, values, study.variant))
+        try:
+            record = read_record(folder / "run.json")
+        except (RecordError, OSError) as e:
+            problem = f"its record cannot be read ({e})"
+        else:
+            tuning = record.get("tuning") or {}
+            measured = (record.get("metrics") or {}).get(OBJECTIVE)
+            if tuning.get("trial") != number or tuning.get("values") != values:
+                problem = "its record was trained at other values than the journal says"
+            elif measured is None or abs(float(measured) - score) > 1e-9:
+                problem = f"its record's {OBJECTIVE} is {measured}, the journal's {score}"
+            else:
+                return True
+        log.warning("%s: trial %d is not chosen: %s (%s)", study.name, number, problem, folder)
+        return False
 
     def _launch(self, batch: list[list[str]]) -> list:
         """Run ``batch`` through the sweep's launcher; the jobs' ``JobReturn``\\ s."""
