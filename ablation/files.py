@@ -39,14 +39,11 @@ REPLACED_DIR = ".replaced"
 
 
 def _umask() -> int:
-    """The process umask; read from /proc where it can be (setting it to read it
-    back is not thread-safe)."""
-    try:
+    """The process umask, from /proc where it can be (setting it is not thread-safe)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -196,8 +193,7 @@ def open_lock(path: str | Path) -> int:
 
 def discard_output(fd: int) -> None:
     """Point the descriptor ``fd`` (standard output whose reader quit) at ``/dev/null``."""
-    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    os.dup2(null, fd)
+    os.dup2(null := os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC), fd)
     os.close(null)
 
 
@@ -263,7 +259,7 @@ def own_file(path: str | Path) -> Path:
 
 
 def remove_file(path: str | Path) -> None:
-    """Remove ``path`` (a link is removed itself, never what it points at)."""
+    """Remove ``path`` (a link itself, never what it points at)."""
     Path(path).unlink(missing_ok=True)
 
 
@@ -278,13 +274,9 @@ def remove_tree(path: str | Path) -> bool:
 
 def remove_empty_folder(path: str | Path) -> bool:
     """Remove ``path`` if it is an empty folder (not a link)."""
-    if not is_folder(path):
-        return False
-    try:
-        os.rmdir(path)
-    except OSError:
-        return False
-    return True
+    with contextlib.suppress(OSError):
+        return is_folder(path) and os.rmdir(path) is None
+    return False
 
 
 def move(source: str | Path, target: str | Path) -> Path:
@@ -310,21 +302,26 @@ def check_results_dir(results_dir: str) -> Path:
     existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
     if not existing.is_dir():
         raise UnsafeFile(f"results_dir={text}: {existing} is not a folder")
-    try:  # a real try, not os.access: root passes that on a read-only file system
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as e:
-        what = "cannot be written" if existing == path.absolute() else \
-            f"cannot be created ({existing} is not writable)"
-        raise UnsafeFile(f"results_dir={text} {what}: {e.strerror or e}; set "
-                         f"results_dir=<a writable folder>") from None
+    what = "cannot be written" if existing == path.absolute() else \
+        f"cannot be created ({existing} is not writable)"
+    _check_writable(existing, f"results_dir={text} {what}",
+                    "; set results_dir=<a writable folder>")
     return path.absolute()  # a results_dir that is itself a link is the user's choice
 
 
-def check_no_links(root: str | Path, folder: str | Path, names=()) -> None:
-    """Refuse (:class:`UnsafeFile`) a ``folder`` that would put the suite's
-    writes outside ``root``: a symbolic link on the way from ``root`` down to it,
-    a path that leads out of ``root``, or a link planted at one of ``names``
-    inside it (a lock, a record, a log: files the suite opens for writing)."""
+def _check_writable(folder: Path, what: str, hint: str = "") -> None:
+    """A real try, not ``os.access``: root passes that on a read-only file system."""
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        raise UnsafeFile(f"{what}: {e.strerror or e}{hint}") from None
+
+
+def check_entries(root: str | Path, folder: str | Path, names=()) -> None:
+    """Refuse (:class:`UnsafeFile`) a ``folder`` the suite cannot write into as it
+    expects: outside ``root`` or reached through a link, not a folder, not writable;
+    or, at one of ``names`` inside it (``name/`` names a folder), a link or an entry
+    of another kind than the suite keeps there (a folder where it writes a file)."""
     root, folder = Path(root).absolute(), Path(folder).absolute()
     if not folder.resolve().is_relative_to(root.resolve()):
         raise UnsafeFile(f"{folder} is outside results_dir {root}: refused")
@@ -334,14 +331,17 @@ def check_no_links(root: str | Path, folder: str | Path, names=()) -> None:
         if path.is_symlink():
             raise UnsafeFile(f"{path} is a symbolic link: the suite writes only inside "
                              f"results_dir and follows no links; remove it")
-    for name in names:
-        if (folder / name).is_symlink():
-            raise UnsafeFile(f"{folder / name} is a symbolic link where the suite writes its "
-                             f"own file: remove it")
-        if os.path.lexists(folder / name) and not (is_regular(folder / name)
-                                                   or is_folder(folder / name)):
-            raise UnsafeFile(f"{folder / name} is a FIFO, socket or device where the suite "
-                             f"writes its own file: remove it")
+    for name in ("/", *names):
+        path, want = folder / name.strip("/"), "folder" if name.endswith("/") else "file"
+        if path.is_symlink():
+            raise UnsafeFile(f"{path} is a symbolic link where the suite keeps its own {want}: "
+                             f"remove it")
+        if os.path.lexists(path) and not (is_folder if want == "folder" else is_regular)(path):
+            mode = os.lstat(path).st_mode
+            raise UnsafeFile(f"{path} is {'a file' if stat.S_ISREG(mode) else what_is(mode)} "
+                             f"where the suite keeps its own {want}: remove it")
+    if is_folder(folder):
+        _check_writable(folder, f"{folder} cannot be written")
 
 
 def replaced_folder(folder: str | Path) -> Path:

@@ -7,7 +7,7 @@ search path and loader (a group's options), and the basic sweeper's expansion
 of sweep overrides into jobs; and the basic sweeper itself, which
 ``hydra/sweeper=vit_ablation`` extends. They may change in any Hydra release, so
 ``pyproject.toml`` bounds ``hydra-core`` below the next minor version and
-``tests/test_hydra_internals.py`` fails, naming what moved, when they change.
+``tests/config/test_hydra_internals.py`` fails, naming what moved, when they change.
 Imported lazily: composing a config never waits for them.
 """
 from __future__ import annotations

@@ -212,33 +212,35 @@ def apart(first: dict, second: dict) -> str:
         "under its own name="
 
 
-# What the suite (and Hydra for it) opens for writing in a job folder and in the
-# sweep folder: a link planted at any of these names is refused, not followed.
-JOB_FILES = (".lock", ".hydra", ".hydra/config.yaml", ".hydra/hydra.yaml",
-             ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint",
-             "checkpoint/state.json", "attention_maps.npz", "model.keras", "wandb",
-             "wandb/.data", "wandb/.cache", ".replaced")
-SWEEP_FILES = (".report.lock", "multirun.yaml", ".replaced", "report", "report.json",
-               "wandb")
+# What the suite (and Hydra for it) keeps in a job's folder and in its sweep's folder
+# ("name/": a folder): a link, or an entry of another kind, at any of these names is
+# refused before the job, not followed or written over.
+JOB_FILES = (".lock", ".hydra/", ".hydra/config.yaml", ".hydra/hydra.yaml",
+             ".hydra/overrides.yaml", "run_sweep.log", "run.json", "checkpoint/",
+             "attention_maps.npz", "model.keras", "wandb/", "wandb/.data/", "wandb/.cache/",
+             ".replaced/")
+SWEEP_FILES = (".report.lock", "multirun.yaml", ".replaced/", "report/", "report.json",
+               "wandb/", ".tuning/", ".tuning/journal.log", ".tuning/.lock")
 
 
 def check_paths(job: dict, folder: Path) -> None:
-    """Refuse, in one line, a job whose writes would leave its root or follow a
-    link: an unsafe ``results_dir`` (empty, the root, not writable), a job or
-    sweep folder that is or passes through a link, a planted link where the
-    suite writes a file.
+    """Refuse, in one line, a job whose writes would leave its root, follow a
+    link or meet the wrong kind of entry: an unsafe ``results_dir`` (empty, the
+    root, not writable), a job or sweep folder that is or passes through a link,
+    is not a folder or cannot be written, a link or wrong-kind entry at a name
+    the suite keeps.
 
     The root is ``results_dir``; a job folder the user put elsewhere with
     Hydra's own ``hydra.sweep.dir`` (or ``hydra.run.dir``) is honoured, with
     the folder above it as the root and the same safety there."""
     from ablation.config import ConfigError
-    from ablation.files import UnsafeFile, check_no_links, check_results_dir
+    from ablation.files import UnsafeFile, check_entries, check_results_dir
 
     try:
         root = check_results_dir(job["results_dir"])
         if not folder.absolute().resolve().is_relative_to(root.resolve()):
             root = check_results_dir(str(folder.absolute().parent))  # the user's Hydra folder
-        check_no_links(root, folder, JOB_FILES)
-        check_no_links(root, folder.parent, SWEEP_FILES)
+        check_entries(root, folder, JOB_FILES)
+        check_entries(root, folder.parent, SWEEP_FILES)
     except UnsafeFile as e:
         raise ConfigError(str(e)) from None
