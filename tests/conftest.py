@@ -8,11 +8,24 @@ Lanes: ``-m "not slow"`` leaves out what trains a model, runs the command
 line end to end or takes more than a few seconds (the ``slow`` marker); the
 full suite is what CI runs. Both run
 in worker processes (pytest-xdist, ``-n auto`` in pyproject.toml), which share
-the smoke sweep.
+the smoke sweep and the trained checkpoint.
+
+Tests marked ``jax_backend`` run on whatever backend this session has (TensorFlow
+unless a test sets one), and once more on JAX: tests/test_jax_backend.py runs them
+in one pytest process with ``KERAS_BACKEND=jax`` (``JAX_PASS`` set, which keeps
+that backend here instead of clearing it).
+
+Test modules are grouped by what they test: tests/report/ for ablation/report/,
+tests/config/ for ablation/config/, and so on (tests/datasets/ for ablation/data/,
+tests/launchers/ for Hydra's plugins in hydra_plugins/); what spans the package
+(its structure, the paper's recipe, packaging) sits in tests/ itself.
 """
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,8 +34,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.checkpoints import REFERENCE, train_checkpoint, trained_reference
+from tests.helpers.commands import JAX_PASS, run_cli, smoke_overrides
 from tests.helpers.records import TOP1, record
+from tests.helpers.stops import ALARM_S, Hung
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The equivalence tests compare two formulations at float32. On a GPU, JAX's
@@ -40,6 +55,8 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 for _name in [n for n in os.environ if n.startswith(("WANDB_", "HYDRA_", "VIT_ABLATION_"))
               or n in ("KERAS_BACKEND", "KERAS_HOME")]:
     del os.environ[_name]
+if os.environ.get(JAX_PASS) == "1":   # the jax_backend tests' own pass (test_jax_backend.py)
+    os.environ["KERAS_BACKEND"] = "jax"
 
 # Workers for ``-n auto``. Most tests wait on a child process or train a small
 # model on one core, so one worker per core; at most 4, because the tests that
@@ -68,9 +85,6 @@ def smoke_sweep(tmp_path_factory):
     Under pytest-xdist the workers share it: the first to ask makes it, holding
     a lock in the session's base folder, and the others wait for it and read
     what it printed from a file beside it."""
-    import fcntl
-    import json
-
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # above each worker's own folder
@@ -80,7 +94,7 @@ def smoke_sweep(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not printed.is_file():
             root.mkdir(exist_ok=True)
-            result = run_cli(*args, fresh=True)  # the real command, start-up included
+            result = run_cli(*args)  # the real command, start-up included
             assert result.returncode == 0, result.stderr[-3000:]
             printed.write_text(json.dumps({"stdout": result.stdout, "stderr": result.stderr}))
         output = json.loads(printed.read_text())
@@ -102,3 +116,52 @@ def four_by_three(tmp_path):
         for seed, v in enumerate(values):
             record(tmp_path, spt, lsa, lsa, seed, v)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(tmp_path_factory):
+    """A job folder whose ``checkpoint`` holds three epochs of the smoke model, as a
+    job checkpoints them, beside what the model held when training ended
+    (``reference``: weights, optimizer step, random-generator states). Trained once
+    a session and shared by the workers as the smoke sweep is (a lock in the
+    session's base folder); tests change a copy (the ``checkpoint`` fixture)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # above each worker's own folder
+    job = base / "trained_checkpoint"
+    with open(base / "trained_checkpoint.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (job / REFERENCE).is_file():
+            train_checkpoint(job)
+    return SimpleNamespace(folder=job / "checkpoint", reference=trained_reference(job))
+
+
+@pytest.fixture
+def checkpoint(trained_checkpoint, tmp_path):
+    """This test's copy of the trained checkpoint folder: ``tmp_path/job/checkpoint``
+    (what is set aside goes to ``tmp_path/job/.replaced``)."""
+    folder = tmp_path / "job" / "checkpoint"
+    shutil.copytree(trained_checkpoint.folder, folder)
+    return folder
+
+
+@pytest.fixture
+def umask_027():
+    """The process umask 027 for the test: files it writes get mode 0o640 (yielded)."""
+    old = os.umask(0o027)
+    yield 0o640
+    os.umask(old)
+
+
+@pytest.fixture
+def alarm():
+    """A test still running after ALARM_S seconds fails (``Hung``) instead of blocking
+    the suite: for tests of reads that could block (a FIFO, a device). Modules use it
+    with ``pytestmark = pytest.mark.usefixtures("alarm")``."""
+    def hung(signum, frame):
+        raise Hung(f"still running after {ALARM_S} s: a read that blocks or never ends")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(ALARM_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -1,7 +1,7 @@
 """The package's shape: imports point one way, the config side loads no Keras,
 modules stay small, and one list decides which overrides name a job folder; and
 the tests' shape: helpers in tests/helpers/, fixtures in conftest.py, no test
-module importing another."""
+module importing another, every folder of test modules a package."""
 from __future__ import annotations
 
 import ast
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ablation.config import compose, folder_suffix
+from tests.helpers.paths import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ablation"
+PACKAGE = ROOT / "ablation"
 # The flow of a run, lowest first: a subpackage imports only those before it.
 # Below them all, the one door to the file system (ablation/files.py).
 LAYERS = ["files", "config", "runtime", "runs", "augment", "model", "data", "train", "job",
@@ -168,11 +169,17 @@ TESTS = Path(__file__).resolve().parent
 
 def names_a_test_module(name: str, own: str | None) -> bool:
     """Whether the dotted ``name`` is a test module or conftest, other than ``own``:
-    ``test_x``, ``conftest``, ``tests.test_x``, ``tests.conftest`` (and below them)."""
+    ``test_x``, ``conftest``, ``tests.test_x``, ``tests.report.test_x``,
+    ``tests.report.conftest`` (and below them)."""
     parts = name.split(".")
-    if parts[0] == "tests" and len(parts) > 1:
-        parts = parts[1:]
-    return (parts[0] == "conftest" or parts[0].startswith("test_")) and parts[0] != own
+    if parts[0] != "tests":
+        parts = parts[:1]        # a bare module: test_x, conftest (hydra.test_utils is none)
+    for part in parts[1:] if parts[0] == "tests" else parts:
+        if part == "conftest" or part.startswith("test_"):
+            return part != own
+        if part == "helpers":
+            return False
+    return False
 
 
 def imports_of_test_modules(path: Path) -> list[str]:
@@ -196,9 +203,9 @@ def imports_of_test_modules(path: Path) -> list[str]:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 module = node.module or ""
-                names = [module] if module not in ("", "tests") else []
+                names = [module] if module and not module.startswith("tests") else []
                 names += [f"{module}.{a.name}".lstrip(".") for a in node.names
-                          if module in ("", "tests")]      # from tests import test_x
+                          if not module or module.startswith("tests")]  # from tests.x import test_y
             else:
                 continue
             found += [f"{path.relative_to(TESTS)}:{offset + node.lineno}: {ast.unparse(node)}"
@@ -210,16 +217,28 @@ def test_no_test_imports_another_test_module_or_conftest():
     """Shared helpers are in tests/helpers/, fixtures in conftest.py: a test module
     (and a helper, and conftest itself) imports neither another test module nor
     conftest, at the top, inside a test, or in a script it runs in a subprocess."""
-    files = [*TESTS.glob("test_*.py"), TESTS / "conftest.py", *(TESTS / "helpers").glob("*.py")]
+    files = [*TESTS.rglob("test_*.py"), *TESTS.rglob("conftest.py"),
+             *(TESTS / "helpers").glob("*.py")]
     wrong = [line for path in sorted(files) for line in imports_of_test_modules(path)]
     assert not wrong, wrong
 
 
 def test_conftest_holds_fixtures_and_hooks_only():
     """Plain functions belong in tests/helpers/, where tests can import them."""
-    tree = ast.parse((TESTS / "conftest.py").read_text())
-    plain = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+    plain = [f"{path.relative_to(TESTS)}: {node.name}" for path in sorted(TESTS.rglob("conftest.py"))
+             for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)
              and not node.name.startswith("pytest_")
              and not any("fixture" in ast.unparse(d) for d in node.decorator_list)]
     assert not plain, plain
     assert not [p.name for p in (TESTS / "helpers").glob("*.py") if p.name.startswith("test")]
+
+
+def test_every_folder_of_test_modules_is_a_package():
+    """tests/ and each folder below it that holds test modules has an ``__init__.py``:
+    pytest then imports them as ``tests.report.test_stats`` and the like, so two
+    folders may each hold a ``test_cli.py``, and none of them is put on sys.path
+    (where tests/datasets/ or tests/config/ could stand in for another package)."""
+    folders = {p.parent for p in TESTS.rglob("test_*.py")} | {TESTS}
+    missing = sorted(str(f.relative_to(TESTS.parent)) for f in folders
+                     if not (f / "__init__.py").is_file())
+    assert not missing, missing

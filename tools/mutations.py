@@ -34,11 +34,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ("tests/test_pairing.py", "tests/test_paper_constants.py", "tests/test_golden.py",
-         "tests/test_normalization.py", "tests/test_recipe.py", "tests/test_augment.py",
-         "tests/test_layers.py", "tests/test_model.py")
+         "tests/augment/test_normalization.py", "tests/test_recipe.py",
+         "tests/augment/test_affine.py", "tests/augment/test_autoaugment.py",
+         "tests/model/test_layers.py", "tests/model/test_vit.py")
 COPIED = ("ablation", "conf", "hydra_plugins", "tests", "tools", "pyproject.toml",
           "run_sweep.py")
-BUDGET_TEST = "tests/test_tuning.py::test_a_failed_trial_counts_against_its_variants_budget"
+BUDGET_TEST = "tests/launchers/test_tuned_sweep.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""The command line run as a user runs it (or in this process, for refusals),
-and scripts run in a fresh process on the JAX backend."""
+"""The command line run as a user runs it (or in this process, for refusals)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import preload
 from tests.helpers.paths import ROOT
+
+# Set (to "1") in the pytest process that runs the ``jax_backend`` tests on JAX
+# (tests/test_jax_backend.py): tests/conftest.py then keeps KERAS_BACKEND=jax.
+JAX_PASS = "ABLATION_TESTS_JAX_PASS"
 
 
 def cli_env(extra: dict | None = None) -> dict:
@@ -32,12 +32,12 @@ def cli_env(extra: dict | None = None) -> dict:
 def suite_defaults(args) -> list[str]:
     """A multirun's ``args`` with three defaults of the suite, unless they name them:
     ``estimate=false`` (its probe trains a few steps: seconds per sweep, across the
-    suite's many sweeps; the shared smoke sweep keeps it on and tests/test_estimate.py
+    suite's many sweeps; the shared smoke sweep keeps it on and tests/sweep/test_estimate.py
     checks it), ``report.plots=false`` (drawing the figures takes seconds a sweep; the
-    shared smoke sweep draws them and tests/test_sweep.py checks them) and
+    shared smoke sweep draws them and tests/sweep/test_cli.py checks them) and
     ``gpu.jobs_at_once=1`` (the jobs one after another in the command's process on a
-    GPU machine too, as on the CPU; test_launchers and test_overlap try the other
-    launchers)."""
+    GPU machine too, as on the CPU; tests/launchers/test_launchers.py and
+    tests/sweep/test_overlap.py try the other launchers)."""
     args = list(args)
     if "-m" not in args or any(a.startswith(("--cfg", "--help")) for a in args):
         return args
@@ -49,44 +49,18 @@ def suite_defaults(args) -> list[str]:
     return args
 
 
-JAX_HEADER = """import os, sys
-os.environ["KERAS_BACKEND"] = "jax"
-sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
-"""
+def run_python(*argv: str, env: dict | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python ARGV`` from the repository root in a user's environment (a fresh
+    process), its output captured as text."""
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=cli_env(env),
+                          capture_output=True, text=True, timeout=timeout)
 
 
-def run_on_jax(script: str) -> str:
-    """Run ``script`` in a fresh process on the JAX backend, with the repository and
-    tests/ importable (so it can rerun a test module's checks); its stdout. Skipped
-    without jax (the test extra installs it)."""
-    pytest.importorskip("jax", reason="the test extra installs jax")
-    result = subprocess.run([sys.executable, "-c", JAX_HEADER + script, str(ROOT)],
-                            capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "KERAS_BACKEND": "jax"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
-def run_python(*argv: str, env: dict | None = None, timeout: float = 600,
-               fresh: bool = False) -> subprocess.CompletedProcess:
-    """``python ARGV`` from the repository root in a user's environment, its
-    output captured as text: in a fork of a process that has imported what a
-    command imports (:mod:`tests.helpers.preload`), unless ``fresh`` or ``env``
-    changes what importing does."""
-    env = cli_env(env)
-    if (not fresh and preload.runs_here(list(argv))
-            and (server := preload.server_for(env, ROOT, cli_env())) is not None):
-        return preload.run(server, list(argv), env, ROOT, timeout)
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def run_cli(*args: str, env: dict | None = None, timeout: float = 600,
-            fresh: bool = False) -> subprocess.CompletedProcess:
-    """Run ``python run_sweep.py ARGS`` as a user would, from the repository root
-    (``fresh``: in a new interpreter, for a test of what starting one prints or loads)."""
-    return run_python("run_sweep.py", *suite_defaults(args), env=env, timeout=timeout,
-                      fresh=fresh)
+def run_cli(*args: str, env: dict | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python run_sweep.py ARGS`` as a user would, from the repository root."""
+    return run_python("run_sweep.py", *suite_defaults(args), env=env, timeout=timeout)
 
 
 def run_in_process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,5 @@
-"""A stop as native code hands it back to Python."""
+"""A stop as native code hands it back to Python, and a test that hangs (the ``alarm``
+fixture)."""
 
 
 def native_error(stop: BaseException) -> SystemError:
@@ -12,3 +13,11 @@ def native_error(stop: BaseException) -> SystemError:
                               "with an exception set") from e
     except SystemError as e:
         return e
+
+
+# How long a test under the ``alarm`` fixture (tests/conftest.py) may run.
+ALARM_S = 300
+
+
+class Hung(BaseException):  # not an Exception: nothing on the way may swallow it
+    """Raised by the ``alarm`` fixture in a test still running after ALARM_S seconds."""

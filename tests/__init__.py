@@ -1,0 +1,1 @@
+"""The suite (python -m pytest). Fixtures: conftest.py; shared helpers: helpers/."""

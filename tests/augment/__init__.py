@@ -1,0 +1,1 @@
+"""Tests of ablation/augment/: the augmentation layers and the input normalisation."""

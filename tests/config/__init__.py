@@ -1,0 +1,1 @@
+"""Tests of ablation/config/: composing, validating and naming a run's config."""

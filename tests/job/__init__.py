@@ -1,0 +1,1 @@
+"""Tests of ablation/job/: one job's life (locks, stops, resume)."""

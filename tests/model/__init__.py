@@ -1,0 +1,1 @@
+"""Tests of ablation/model/: the ViT and its layers."""

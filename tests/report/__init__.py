@@ -1,0 +1,1 @@
+"""Tests of ablation/report/, one module per unit of the reporter."""

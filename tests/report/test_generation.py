@@ -1,0 +1,150 @@
+"""Report generations (ablation/report/generation.py): a report folder holds one
+complete generation. Files of an earlier report that this one does not write are set
+aside, a report that stops part-way changes nothing, set-aside generations are
+bounded; an unwritable folder is one line."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ablation.report.generation import KEEP_REPLACED, MANIFEST, generation
+
+
+@pytest.fixture
+def sweep(smoke_sweep, tmp_path):
+    shutil.copytree(smoke_sweep.root / "smoke", tmp_path / "smoke")
+    return tmp_path / "smoke"
+
+
+@pytest.mark.slow
+def test_a_smaller_report_leaves_no_stale_file_and_old_generations_are_bounded(sweep):
+    from ablation.report import write_report
+
+    write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert (sweep / "factorial_effects.csv").exists()
+    for job in sweep.glob("spt-s0*"):  # one variant fewer: no factorial design any more
+        shutil.rmtree(job)
+    report = write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert not (sweep / "factorial_effects.csv").exists()
+    manifest = json.loads((sweep / MANIFEST).read_text())
+    assert sorted(manifest["files"]) == sorted(f.name for f in report.files)
+    written = {p.name for p in sweep.iterdir() if p.is_file() and not p.name.startswith(".")}
+    assert written == {*manifest["files"], MANIFEST, "multirun.yaml"}
+    assert list(sweep.glob(".replaced/report-*/factorial_effects.csv"))  # set aside, not lost
+    for _ in range(KEEP_REPLACED + 1):
+        write_report(sweep, make_plots=False, wandb_settings={"mode": "disabled"})
+    assert len(list(sweep.glob(".replaced/report-*"))) == KEEP_REPLACED
+
+
+def test_a_report_that_stops_part_way_leaves_the_earlier_generation(tmp_path):
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("earlier")
+        (current.stage / "factorial_effects.csv").write_text("earlier")
+    with pytest.raises(RuntimeError), generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("half of a new one")
+        raise RuntimeError("killed while plotting")
+    assert (tmp_path / "comparison.md").read_text() == "earlier"
+    assert (tmp_path / "factorial_effects.csv").read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "comparison.md", "factorial_effects.csv", MANIFEST]
+    (tmp_path / ".report-new-dead").mkdir()  # what a SIGKILL would leave
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("new")
+    assert not list(tmp_path.glob(".report-new-*"))
+    assert (tmp_path / "comparison.md").read_text() == "new"
+    assert not (tmp_path / "factorial_effects.csv").exists()
+
+
+def test_files_no_report_wrote_are_never_moved_or_deleted(tmp_path):
+    """``--out DIR`` pointed at a folder of the user's figures: a name the report
+    would replace stops it in one line, and nothing of the user's moves."""
+    from ablation.report.load import ReportError
+
+    (tmp_path / "top1.png").write_bytes(b"the user's figure")
+    (tmp_path / "notes.txt").write_text("mine")
+    for _ in range(KEEP_REPLACED + 2):
+        with pytest.raises(ReportError, match=r"holds top1.png, which no earlier report "
+                                               r"there wrote: nothing was replaced"), \
+                generation(tmp_path) as current:
+            (current.stage / "top1.png").write_bytes(b"a report's figure")
+            (current.stage / "comparison.md").write_text("report")
+    assert (tmp_path / "top1.png").read_bytes() == b"the user's figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "top1.png"]
+    with generation(tmp_path) as current:  # no collision: the report writes beside them
+        (current.stage / "comparison.md").write_text("report")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_a_planted_manifest_moves_nothing_a_report_did_not_write(tmp_path):
+    (tmp_path / "multirun.yaml").write_text("hydra's")
+    (tmp_path / ".report.lock").write_text("")
+    (tmp_path / "comparison.md").write_text("a report's")
+    (tmp_path / MANIFEST).write_text(json.dumps(
+        {"files": ["multirun.yaml", ".report.lock", "../outside.md", "comparison.md", 7]}))
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("new")
+    assert (tmp_path / "multirun.yaml").read_text() == "hydra's"
+    assert (tmp_path / ".report.lock").exists()
+    (moved,) = tmp_path.glob(".replaced/report-*")
+    assert sorted(p.name for p in moved.iterdir()) == ["comparison.md", MANIFEST]
+
+
+def test_pruning_removes_only_report_generations(tmp_path):
+    from ablation.report.generation import prune_replaced
+
+    kept = tmp_path / ".replaced" / "20260101-000000-000000"  # a job's attempt, say
+    kept.mkdir(parents=True)
+    (kept / "comparison.md").write_text("not a report generation")
+    for n in range(KEEP_REPLACED + 2):
+        with generation(tmp_path) as current:
+            (current.stage / "comparison.md").write_text(str(n))
+    prune_replaced(tmp_path)
+    assert len(list(tmp_path.glob(".replaced/report-*"))) == KEEP_REPLACED
+    assert (kept / "comparison.md").exists()
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run([sys.executable, "-m", "ablation.report", str(sweep), "--out",
+                           str(blocker / "report"), "--no-plots", "--wandb-mode", "disabled"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: the report could not be written to ")
+    assert line.endswith("write it elsewhere with --out DIR")
+
+
+def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
+    from ablation.report.generation import add_to_generation
+    from ablation.report.load import ReportError
+
+    (tmp_path / "wandb_dashboard.json").write_text("the user's")
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("first")
+    with pytest.raises(ReportError, match="no report there wrote it"):
+        add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
+    assert (tmp_path / "wandb_dashboard.json").read_text() == "the user's"
+    (tmp_path / "wandb_dashboard.json").unlink()
+    add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
+    assert "wandb_dashboard.json" in json.loads((tmp_path / MANIFEST).read_text())["files"]
+    with generation(tmp_path) as current:  # the next report, without a dashboard
+        (current.stage / "comparison.md").write_text("second")
+    assert not (tmp_path / "wandb_dashboard.json").exists()  # set aside with its generation
+    assert list(tmp_path.glob(".replaced/report-*/wandb_dashboard.json"))
+
+
+def test_pruning_never_touches_a_folder_named_like_a_report_by_its_user(tmp_path):
+    from ablation.report.generation import prune_replaced
+
+    mine = tmp_path / ".replaced" / "report-2025-paper-final"
+    mine.mkdir(parents=True)
+    (mine / "top1.png").write_bytes(b"the paper's figure")
+    for n in range(KEEP_REPLACED + 2):
+        with generation(tmp_path) as current:
+            (current.stage / "comparison.md").write_text(str(n))
+        prune_replaced(tmp_path)
+    assert (mine / "top1.png").read_bytes() == b"the paper's figure"

@@ -1,0 +1,1 @@
+"""Tests of ablation/runs/: records and W&B tracking."""

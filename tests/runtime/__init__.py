@@ -1,0 +1,1 @@
+"""Tests of ablation/runtime/: the process, its devices, its provenance."""

@@ -1,0 +1,1 @@
+"""Tests of ablation/sweep/: the sweep command."""

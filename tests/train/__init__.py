@@ -1,0 +1,1 @@
+"""Tests of ablation/train/: checkpoints, padding, timings, the locality probe."""
