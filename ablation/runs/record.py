@@ -13,12 +13,14 @@ import json
 import logging
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
                             read_bytes, walk)
-from ablation.runs.record_schema import SCHEMA_VERSION, STATUSES, SchemaError, validate_record
+from ablation.runs.record_schema import (RUN_ID, SCHEMA_VERSION, STATUSES, SchemaError,
+                                         validate_record)
 
 __all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
            "ATTENTION_MAPS_FILE", "RecordError", "write_record", "read_record",
@@ -154,10 +156,31 @@ def read_state_file(path: str | Path) -> dict:
         state = json.loads(read_bytes(path, MAX_RECORD_BYTES))
     except (OSError, ValueError, RecursionError) as e:  # ValueError: not JSON, digits past the cap
         raise StateError(f"not readable JSON: {' '.join(str(e).split())[:160]}") from None
-    if not (isinstance(state, dict) and type(state.get("epoch")) is int and state["epoch"] >= 1
+    if not (isinstance(state, dict) and type(state.get("epoch")) is int
+            and 1 <= state["epoch"] < 2**31
             and state.get("model") == f"model-{state['epoch']}.keras"):
         raise StateError("not a checkpoint state (an epoch from 1, and its model-<epoch>.keras)")
+    if problem := _state_problem(state, state["epoch"]):
+        raise StateError(problem)
     return state
+
+
+def _state_problem(state: dict, epoch: int) -> str | None:
+    """Why a checkpoint state's bookkeeping cannot be this run's, or None."""
+    history = state.get("history")
+    if not (isinstance(history, list) and len(history) == epoch
+            and all(isinstance(row, dict) for row in history)):
+        return f"its history does not hold its {epoch} epoch(s)"
+    seconds = [state.get("fit_seconds", 0), *(state.get("train_phase_seconds") or [])]
+    if not all(type(x) in (int, float) and 0 <= x < math.inf for x in seconds):
+        return "its training time is negative or not a number"
+    starts = state.get("attempt_starts", [0])
+    if not (isinstance(starts, list) and all(type(s) is int and 0 <= s < epoch for s in starts)):
+        return "its resume points lie outside its epochs"
+    run_id = state.get("wandb_id")
+    if run_id is not None and not (isinstance(run_id, str) and re.fullmatch(RUN_ID, run_id)):
+        return f"its W&B run id {str(run_id)[:40]!r} is not a plain name"
+    return None
 
 
 def read_state(checkpoint_dir: str | Path) -> dict | None:

@@ -24,11 +24,12 @@ from ablation.config.switches import SWITCHES
 
 SCHEMA_VERSION = 1
 STATUSES = ("completed", "failed", "interrupted")
+RUN_ID = r"^[A-Za-z0-9_-]{1,128}$"  # a W&B run id: a plain name, never a path
 
 Number = Annotated[StrictFloat, Field(allow_inf_nan=False)]  # an integer is a number too
 Fraction = Annotated[Number, Field(ge=0, le=1)]
 NonNegative = Annotated[Number, Field(ge=0)]
-Count = Annotated[StrictInt, Field(ge=0)]
+Count = Annotated[StrictInt, Field(ge=0, lt=2**63)]  # a count a table can hold
 Name = Annotated[StrictStr, Field(min_length=1)]
 
 
@@ -62,11 +63,19 @@ class HistoryRow(BaseModel):
     epoch: Annotated[StrictInt, Field(ge=1)]
 
 
+class Data(_Open):
+    """What the run trained and was measured on: image counts (a test split has images)."""
+    train: Count | None = None
+    val: Count | None = None
+    test: Annotated[StrictInt, Field(ge=1, lt=2**63)] | None = None
+    num_classes: Annotated[StrictInt, Field(ge=2, lt=2**31)] | None = None
+
+
 WandbMode = Literal[WANDB_MODES]  # the config's modes; anything else: wandb.Settings raises
 
 
 class Wandb(_Open):
-    id: StrictStr | None = None
+    id: Annotated[StrictStr, Field(pattern=RUN_ID)] | None = None
     dir: StrictStr | None = None
     mode: WandbMode | None = None
     project: StrictStr | None = None
@@ -98,7 +107,7 @@ class Record(_Open):
     tuning: dict[str, Any] | None = None       # the search of a trial or a tuned final run
     wandb: Wandb | None = None
     environment: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
+    data: Data | None = None
     normalization: dict[str, Any] | None = None  # the input normalisation's source and statistics
     code_history: list[dict[str, Any]] | None = None  # the code of each attempt (resumes)
     diagnostics: dict[str, Any] | None = None

@@ -70,6 +70,10 @@ HOSTILE = {
     "history epoch repeated": ("history.1.epoch", 1, "history.1.epoch"),
     "history epochs decreasing": ("history.2.epoch", 1, "history.2.epoch"),
     "wandb mode unknown": ("wandb.mode", "bogus", "wandb.mode"),
+    "wandb id a path": ("wandb.id", "a/b", "wandb.id"),
+    "test split of -5 images": ("data", {"train": 10, "val": 2, "test": -5}, "data.test"),
+    "test split of no images": ("data", {"train": 10, "val": 2, "test": 0}, "data.test"),
+    "params past 64 bits": ("trainable_params", 10**400, "trainable_params"),
 }
 
 

@@ -101,10 +101,17 @@ def test_a_damaged_state_file_is_reported_when_loading(checkpoint, tmp_path, cap
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tamper, says", [
-    (lambda f: f.update(epoch=10**9, model="model-1000000000.keras"), "it claims epoch"),
+    (lambda f: f.update(epoch=4, model="model-4.keras", history=[*f["history"], {"epoch": 4}]),
+     "it claims epoch 4 of a 3-epoch run"),
+    (lambda f: f.update(epoch=10**9, model="model-1000000000.keras"), "its history does not"),
     (lambda f: f.update(model=".."), "not a checkpoint state"),
     (lambda f: f.update(history=f["history"][:1]), "its history does not hold"),
-], ids=["epoch past the run", "model named ..", "short history"])
+    (lambda f: f.update(fit_seconds=-5.0), "its training time is negative"),
+    (lambda f: f.update(train_phase_seconds=[float("nan")]), "not a number"),
+    (lambda f: f.update(attempt_starts=[0, 7]), "its resume points lie outside its epochs"),
+    (lambda f: f.update(wandb_id="../x/y"), "its W&B run id '../x/y' is not a plain name"),
+], ids=["epoch past the run", "epoch past any history", "model named ..", "short history", "negative time",
+        "time not a number", "resume point past the state", "W&B id a path"])
 def test_a_tampered_state_is_set_aside_and_an_older_one_used(checkpoint, tmp_path, caplog,
                                                               tamper, says):
     from ablation.train.checkpoint import load_checkpoint
