@@ -66,17 +66,20 @@ def stop_behind(error: BaseException) -> BaseException:
 
     A stop raised while TensorFlow's native code runs (building a model,
     tracing) reaches Python as ``SystemError: ... returned a result with an
-    exception set``, with the stop as its cause: a new exception of that stop's
-    kind. ``error`` itself when it is a stop or has none behind it."""
-    if not isinstance(error, SystemError):  # a stop already, or an error of its own
+    exception set`` with the stop as its cause, or as an error of the binding's
+    own that names it only in its text (pybind11's ``... REPLACED BY
+    Interrupted``): a new exception of that stop's kind, from the cause or, inside
+    :func:`interruptible`, from the stop asked for. ``error`` itself when it is a
+    stop or no stop was asked."""
+    if isinstance(error, KeyboardInterrupt):
         return error
     link, seen = error.__cause__, set()
     while isinstance(link, SystemError) and id(link) not in seen:  # native code in native code
         seen.add(id(link))
         link = link.__cause__
-    if isinstance(link, KeyboardInterrupt):
+    if isinstance(error, SystemError) and isinstance(link, KeyboardInterrupt):
         return Interrupted(link.signum) if isinstance(link, Interrupted) else KeyboardInterrupt()
-    return error
+    return pending_stop() or error
 
 
 @contextlib.contextmanager

@@ -233,6 +233,33 @@ def test_a_stop_inside_native_code_is_still_a_stop(tmp_path, monkeypatch, stop, 
         assert stop_behind(e) is e
 
 
+def test_a_stop_that_native_code_replaced_by_an_error_of_its_own_is_still_a_stop(
+        tmp_path, monkeypatch):
+    """SIGTERM inside a native call can come back as the binding's own error, the
+    stop named only in its text (pybind11's ``REPLACED BY Interrupted: SIGTERM``), no
+    cause linked: the job is still ``interrupted`` and ends as SIGTERM (143)."""
+    from ablation.job import run_job
+    from tests.helpers.config import compose
+
+    def stopped(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except Interrupted:
+            pass  # what the native call did with it
+        raise RuntimeError("pybind11::error_already_set: REPLACED BY Interrupted: SIGTERM")
+
+    monkeypatch.setattr("ablation.job.lifecycle.train", stopped)
+    job = tmp_path / "job"
+    with interruptible(), pytest.raises(Interrupted) as raised:
+        run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0"), job)
+    assert exit_code(raised.value) == 143
+    record = read_record(job / "run.json")
+    assert record["status"] == "interrupted", record["error"]
+    assert record["error"].startswith("interrupted by SIGTERM")
+    assert "REPLACED BY" in record["traceback"]  # what happened, kept
+
+
 def test_a_stopped_record_says_where_the_rerun_resumes_before_its_history_is_back():
     """Stopped after a checkpoint but before training restored its history: the
     record names the checkpoint's epoch, not "its first epoch"."""
