@@ -112,6 +112,7 @@ class Record(_Open):
     code_history: list[dict[str, Any]] | None = None  # the code of each attempt (resumes)
     diagnostics: dict[str, Any] | None = None
     model_file: StrictStr | None = None       # the trained model, beside the record
+    model_error: StrictStr | None = None      # why it could not be saved (its numbers stand)
     timings: dict[str, Number | None] | None = None  # seconds per phase of the job
     started_at: StrictStr | None = None
     finished_at: StrictStr | None = None

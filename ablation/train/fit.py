@@ -13,6 +13,7 @@ import keras
 
 from ablation.augment.normalization import model_statistics, normalization_statistics
 from ablation.data import Dataset
+from ablation.data.formats import one_line
 from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.runs.tracking import Tracker
 from ablation.runtime.provenance import UNKNOWN_CODE, code_history
@@ -158,8 +159,15 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
         tracker.summarize(locality_probe.summary_metrics(measured["diagnostics"]))
         tracker.table("locality/heads", *locality_probe.rows_table(measured["diagnostics"]),
                       step=len(epochs.history))
-    # last, so a model file beside a record always comes from the run it describes
-    measured["model_file"] = _save_model(config, model, checkpoint_dir.parent, tracker, phases)
+    # last, so a model file beside a record always comes from the run it describes; a
+    # save that fails (a full disk) loses none of the numbers measured before it
+    try:
+        measured["model_file"] = _save_model(config, model, checkpoint_dir.parent, tracker,
+                                             phases)
+    except Exception as e:  # noqa: BLE001 - any reason a save fails; a stop is no Exception
+        measured["model_file"], measured["model_error"] = None, one_line(e)
+        log.warning("the trained model was not saved (%s); the run's numbers are kept",
+                    measured["model_error"])
     measured["timings"] = phases.summary(epochs)
     tracker.summarize({
         "test/top1": metrics["test_top1"],

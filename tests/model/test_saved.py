@@ -104,3 +104,27 @@ def test_a_damaged_model_or_a_sweep_folder_is_a_clear_error(tmp_path):
         load_model(job)
     with pytest.raises(FileNotFoundError, match="is a sweep folder: .* vit-s0; pass one job"):
         load_model(tmp_path / "smoke")
+
+
+def test_a_save_that_fails_keeps_the_runs_numbers(tmp_path, monkeypatch, caplog):
+    """A full disk at the final save: the run's measured numbers stay in a completed
+    record, with why there is no model, in one line."""
+    import errno
+
+    from ablation.job import run_job
+    from tests.helpers.config import compose
+
+    def full_disk(model, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr("ablation.train.fit.save_trained", full_disk)
+    job = tmp_path / "job"
+    with caplog.at_level("WARNING"):
+        run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0",
+                        "trainer.epochs=1"), job)
+    record = read_record(job / "run.json")
+    assert record["status"] == "completed" and record["metrics"]["test_top1"] > 0.5
+    assert record["model_file"] is None and not (job / "model.keras").exists()
+    assert record["model_error"].startswith("OSError") and "No space left" in record["model_error"]
+    assert "\n" not in record["model_error"]
+    assert any("was not saved" in r.getMessage() for r in caplog.records)
