@@ -1,15 +1,7 @@
-"""What a block's table means, in words printed under it.
-
-The caption (:func:`caption`, in Markdown and HTML; the table notes of the
-LaTeX, :func:`notes`) says the protocol, what the accuracies are (mean ± sd
-over n seeds; final epoch, and under the official protocol the best epoch as
-the paper reports it), how the Δ intervals and bold marks are made (paired t,
-uncorrected interval, Holm-corrected significance), what one test image is
-worth, what the block's seeds could detect (power), and why speed columns are
-left out when too few steps were timed. A LaTeX table's caption proper is the
-short paragraph of :func:`short_caption`: what the block is and what its
-numbers are.
-"""
+"""What a block's table means, in words printed under it: the protocol, what the
+accuracies and Δ intervals are, what bold means, what one test image is worth,
+the power, the code (:func:`notes`); a LaTeX table's caption proper is
+:func:`short_caption`."""
 from __future__ import annotations
 
 import math
@@ -25,9 +17,8 @@ GAPS = {"ΔTop-1 vs ViT": "d_top1", "ΔTop-5 vs ViT": "d_top5"}
 BEST_COLUMNS = {"Best-epoch top-1 (%, paper's measure)": "best_top1",
                 "Best-epoch top-5 (%, paper's measure)": "best_top5"}
 
-# Fewer training steps than this (per run, the first epoch of each attempt left out)
-# measure start-up, the Python loop and the machine's other load, not the model: the
-# same smoke sweep's images/s swings 3x between reruns at a few dozen steps.
+# Fewer training steps than this (the first epoch of each attempt left out) measure
+# start-up and the machine's other load, not the model.
 MIN_TIMED_STEPS = 200
 SPEED_MARK = "†"
 
@@ -35,15 +26,28 @@ PROTOCOLS = {
     "holdout": "validation split held out of training; test accuracy after the final epoch",
     "official": "trained on the whole training set; test set evaluated every epoch",
 }
+SYNTHETIC_NOTE = ("SYNTHETIC DATA (dataset=synthetic): random images and labels, for timing "
+                  "only; every accuracy and gap below is chance and means nothing.")
+NO_SPREAD = ("[x, x]: the {} were identical in every seed, so the interval has no spread: it "
+             "measures nothing and is not bold.")
+NO_SPREAD_EFFECTS = NO_SPREAD.format("per-seed effects")
+FACTORIAL_NOTE = ("Effects: each switch's main effect and every interaction, computed within "
+                  "each seed from that seed's complete set of variants (effect = mean of the "
+                  "metric where the term is +1 minus the mean where it is −1; for a switch, the "
+                  "change off → on averaged over the other switches), with the 95 % t-interval "
+                  "over the seeds (n − 1 df, uncorrected), like the Δ: the seed is the unit, "
+                  "because the variants of one seed share its initialisation, data order and "
+                  "augmentation draws. Bold: significant at 5 % after Holm's correction across "
+                  "the block's terms of that metric.")
 
 
-def _finite(x) -> bool:
+def finite(x) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
 def image_worth(test_images) -> str:
     """``1 test image = 0.01 pp`` for 10,000 test images."""
-    if not _finite(test_images) or not test_images:
+    if not finite(test_images) or not test_images:
         return "test-set size unknown (older records)"
     points = 100 / float(test_images)
     text = f"{points:.2g}" if points < 0.1 else f"{points:.3g}"
@@ -55,35 +59,28 @@ def shows_best_epoch(block: pd.DataFrame) -> bool:
     return bool(block["best_top1_mean"].notna().any()) if "best_top1_mean" in block else False
 
 
+def is_tuned(block: pd.DataFrame) -> bool:
+    """Whether the block holds a tuned sweep's final runs."""
+    return "tuning" in block and block["tuning"].map(lambda e: isinstance(e, dict)).any()
+
+
 def speed_shown(row) -> bool:
     """A variant's images/s is shown unless it was timed over too few steps."""
     steps = row.get("timed_steps")
-    return not _finite(steps) or steps >= MIN_TIMED_STEPS
+    return not finite(steps) or steps >= MIN_TIMED_STEPS
 
 
 def significant(row, src: str) -> bool:
-    """Bold: the Holm-corrected p of the block's family is below 5 % (never for a
-    zero-wide interval, which has no test)."""
+    """Bold: the Holm-corrected p of the ``src`` column's family (a Δ's, an effect's) is
+    below 5 % (never for a zero-wide interval, which has no test)."""
     p = row.get(f"{src}_p_holm")
-    return bool(_finite(p) and p < 1 - CONFIDENCE and not row[f"{src}_no_spread"])
+    return bool(finite(p) and p < 1 - CONFIDENCE and not row[f"{src}_no_spread"])
 
 
-SYNTHETIC_NOTE = ("SYNTHETIC DATA (dataset=synthetic): random images and labels, for timing "
-                  "only; every accuracy and gap below is chance and means nothing.")
-
-
-def _as_is(text: str) -> str:
-    return text
-
-
-def notes(block: pd.DataFrame, escape=_as_is, compact: bool = False) -> list[str]:
+def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
     """What the numbers of one block mean, sentence by sentence; ``escape`` is applied
-    to what comes from the records (the protocol, the code), for a format whose text is
-    not escaped whole.
-
-    ``compact``: for the paper's table (:mod:`ablation.report.latex`), which shows
-    top-1 only, no speed column and the runs that did not complete in a note of their
-    own; it says where the rest is."""
+    to what comes from the records. ``compact``: for the paper's table, which shows
+    top-1 only and the runs that did not complete in a note of their own."""
     protocol = block["protocol"].iloc[0]
     sizes = block["test_images"].dropna()
     tests = int(block["d_top1_p"].notna().sum()) if "d_top1_p" in block else 0
@@ -110,11 +107,8 @@ def notes(block: pd.DataFrame, escape=_as_is, compact: bool = False) -> list[str
               image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
     shown = ["d_top1"] if compact else list(GAPS.values())
     if block[[f"{c}_no_spread" for c in shown]].fillna(False).to_numpy().any():
-        parts.append("[x, x]: the paired differences were identical in every seed, so the "
-                     "interval has no spread: it measures nothing and is not bold.")
-    said = power.sentence(block) if "top1_power_seeds" in block else None
-    if said:
-        parts.append(said)
+        parts.append(NO_SPREAD.format("paired differences"))
+    parts.append(power.sentence(block) if "top1_power_seeds" in block else None)
     slow = block.apply(lambda r: not speed_shown(r), axis=1).astype(bool)
     hidden = block[slow & (block["status"] == "ok")]
     if len(hidden) and not compact:
@@ -123,29 +117,18 @@ def notes(block: pd.DataFrame, escape=_as_is, compact: bool = False) -> list[str
                      f"{MIN_TIMED_STEPS}, the first epoch of each attempt excluded), which "
                      "measures start-up and the machine's other load, not the model "
                      "(comparison.csv keeps images_per_s and timed_steps).")
-    said = not_completed_sentence(block) if compact else ""
-    if said:
-        parts.append(said)
-    said = protocol_sentence(block)
-    if said:
-        parts.append(escape(said))
+    parts += [not_completed_sentence(block) if compact else "",
+              escape(protocol_sentence(block))]
     sources = sorted({str(s) for s in block.get("paper_source", pd.Series(dtype=object))
                       if isinstance(s, str)})
     if sources:
         parts.append(f"Paper top-1: the best-epoch test top-1 the paper published for this "
                      f"variant and dataset, its official code's measure, beside this block's "
                      f"best-epoch top-1; not a run of this suite ({escape('; '.join(sources))}).")
-    said = code_sentence(block, escape)
-    if said:
-        parts.append(said)
+    parts.append(code_sentence(block, escape))
     if (block["trainable_params"].isna() & block["params"].notna()).any():
         parts.append("Params marked * are totals (older records lack the trainable count).")
-    return parts
-
-
-def caption(block: pd.DataFrame, escape=_as_is) -> str:
-    """What the numbers of one block mean (:func:`notes`, in one paragraph)."""
-    return " ".join(notes(block, escape))
+    return [part for part in parts if part]
 
 
 def not_completed_sentence(block: pd.DataFrame) -> str:
@@ -160,15 +143,13 @@ def not_completed_sentence(block: pd.DataFrame) -> str:
 
 
 def short_caption(block: pd.DataFrame, title: str, full: bool = False) -> str:
-    """The caption above a block's table in a paper: what the block is (``title``: its
-    dataset, model, protocol and setting) and what its numbers are; the statistics are
-    the table's notes (:func:`notes`)."""
+    """The caption above a block's table in a paper: what the block is and what its
+    numbers are; the statistics are the table's notes (:func:`notes`)."""
     metrics = "Top-1 and top-5" if full else "Top-1"
     when = ("after the final epoch and at the best epoch (the paper's measure)"
             if shows_best_epoch(block) else "after the final epoch")
     tuned = ("; each variant trained at the values its own search chose on validation"
-             if "tuning" in block and block["tuning"].map(lambda e: isinstance(e, dict)).any()
-             else "")
+             if is_tuned(block) else "")
     speed = "; training speed and time" if full else ""
     synthetic = (" Synthetic data: every accuracy is chance."
                  if (block["dataset"] == "synthetic").any() else "")
@@ -178,9 +159,8 @@ def short_caption(block: pd.DataFrame, title: str, full: bool = False) -> str:
             f"{speed}.")
 
 
-def code_sentence(block: pd.DataFrame, escape=_as_is) -> str:
-    """Which code the block's runs came from; said plainly when it is more than one
-    (``escape``: as in :func:`caption`)."""
+def code_sentence(block: pd.DataFrame, escape=str) -> str:
+    """Which code the block's runs came from; said plainly when it is more than one."""
     if "code" not in block:
         return ""
     codes = sorted({escape(c) for cell in block["code"].dropna()
@@ -196,20 +176,3 @@ def code_sentence(block: pd.DataFrame, escape=_as_is) -> str:
         text += (" Some runs were resumed under other code than they started with "
                  "(code_history in their records).")
     return text
-
-
-FACTORIAL_NOTE = ("Effects: each switch's main effect and every interaction, computed within "
-                  "each seed from that seed's complete set of variants (effect = mean of the "
-                  "metric where the term is +1 minus the mean where it is −1; for a switch, the "
-                  "change off → on averaged over the other switches), with the 95 % t-interval "
-                  "over the seeds (n − 1 df, uncorrected), like the Δ: the seed is the unit, "
-                  "because the variants of one seed share its initialisation, data order and "
-                  "augmentation draws. Bold: significant at 5 % after Holm's correction across "
-                  "the block's terms of that metric.")
-
-
-def factorial_significant(row, metric: str) -> bool:
-    """Bold for an effect: its Holm-corrected p across the block's terms is below 5 %
-    (never for a zero-wide interval, which has no test)."""
-    p = row.get(f"{metric}_p_holm")
-    return bool(_finite(p) and p < 1 - CONFIDENCE and not row[f"{metric}_no_spread"])

@@ -1,16 +1,8 @@
-"""The sweep's W&B workspace (a saved view), built as code with ``wandb-workspaces``.
-
-``python -m ablation.report <sweep> --wandb-dashboard`` builds one view per sweep:
-the runs of the sweep's W&B group, grouped by ``variant`` (mean ± sd across
-seeds); test top-1 and top-5 by variant; validation top-1 per epoch by variant
-(test top-1 per epoch under the official protocol); the learned temperature per
-block; the locality measures per layer; a parallel-coordinates panel of the
-three switches against test top-1; and the report run's comparison table.
-
-Online it saves the view and prints its URL. Offline (or when saving fails) it
-writes the view's definition, the library's own ``View`` model as JSON, to
-:data:`DEFINITION_FILE` next to the report and says how to publish it.
-``wandb-workspaces`` is an optional extra (``pip install "vit-ablation[dashboard]"``).
+"""The sweep's W&B workspace (a saved view), built as code with ``wandb-workspaces``
+(an optional extra): the runs of the sweep's group grouped by variant, accuracy,
+per-epoch curves, temperatures, locality, switches against top-1 and the report
+run's table. Online it is saved; offline (or when saving fails) its definition is
+written to :data:`DEFINITION_FILE` next to the report.
 """
 from __future__ import annotations
 
@@ -49,12 +41,6 @@ def _libraries():
     return ws, wr
 
 
-def history_keys(runs: pd.DataFrame) -> set[str]:
-    """Every per-epoch key of the completed runs' histories."""
-    done = runs[runs["status"] == "completed"]
-    return {k for history in done["history"] for row in history for k in row}
-
-
 def _by_block(keys: set[str], pattern: re.Pattern) -> list[str]:
     return sorted((k for k in keys if pattern.match(k)),
                   key=lambda k: (int(pattern.match(k).group(1)), k))
@@ -63,7 +49,8 @@ def _by_block(keys: set[str], pattern: re.Pattern) -> list[str]:
 def build(runs: pd.DataFrame, *, project: str, entity: str | None, group: str | None):
     """The workspace (a ``wandb_workspaces.workspaces.Workspace``) for these runs."""
     ws, wr = _libraries()
-    keys = history_keys(runs)
+    done = runs[runs["status"] == "completed"]
+    keys = {k for history in done["history"] for row in history for k in row}
     curve = "val/top1" if "val/top1" in keys or "test/top1" not in keys else "test/top1"
     by_variant = {"groupby": wr.Config("variant"), "groupby_aggfunc": "mean",
                   "groupby_rangefunc": "stddev"}
@@ -127,9 +114,7 @@ def load_definition(data: Mapping):
 
 
 def publish_command(sweep: Path, project: str, entity: str | None) -> str:
-    """The command that saves the view online, shell-quoted to paste as it is.
-    Without an entity it names none: the view goes to the credentials' default
-    entity, as :func:`make_dashboard` does online."""
+    """The command that saves the view online, shell-quoted to paste as it is."""
     return shlex.join(["python", "-m", "ablation.report", str(sweep), "--wandb-dashboard",
                        "--wandb-mode", "online", "--project", str(project),
                        *(["--entity", str(entity)] if entity else [])])

@@ -1,32 +1,14 @@
-"""Text from the records made safe for the file it lands in.
+"""Text from the records made safe for the file it lands in: names come from run
+records, which anyone who can write to a results folder controls, and must read
+as the text they are, never act on the reader.
 
-Dataset and model names, config values (the block's setting label), the code
-description and a config's protocol come from run records, which anyone who can
-write to a results folder controls. Each output format gets them so that they
-read as the text they are and never act on the reader:
-
-- CSV (:func:`csv_text`): a text cell beginning with ``=``, ``+``, ``-``, ``@``,
-  tab or carriage return is prefixed with a single quote, as OWASP's "CSV
-  injection" advice says, so a spreadsheet shows it instead of running it as a
-  formula; numbers (negative ones included) are numeric cells and stay numbers.
-  A carriage return inside text is written as a line feed (quoted), never as a
-  row's end.
-- LaTeX (:func:`latex_text`): the special characters are escaped
-  (``\\input{x}`` prints as text), and every non-ASCII character is written in
-  LaTeX (``α`` as ``$\\alpha$``, ``é`` as ``\\'{e}``) so the file is pure ASCII and
-  needs no input encoding or font set-up; a character with no rendering here is
-  reduced by Unicode compatibility decomposition (``ﬁ`` to ``fi``), accent marks
-  LaTeX's default font lacks are dropped (``ą`` to ``a``), and what is left
-  becomes ``?`` (visibly a stand-in, where a guessed letter would pass for the
-  name). Only glyphs of the fonts every TeX has as Type 1 are used. A word longer
-  than :data:`LONG_WORD` characters (a path, a URL) may break after its
-  punctuation, or every :data:`LONG_RUN` characters where it has none, so a
-  caption holding one does not run into the margin (a narrow cell asks for a
-  shorter word: ``long_word``).
-- Markdown (:func:`markdown_text`): ``<``, ``>`` and ``&`` become HTML entities
-  (no raw HTML reaches a renderer); ``|`` (a table cell's end), ``\\``,
-  backquotes, square brackets (links and images) and ``$`` (mathematics on
-  GitHub) are backslash-escaped.
+- CSV (:func:`csv_text`): a text cell a spreadsheet would run as a formula gets a
+  leading ``'`` (OWASP's "CSV injection" advice); numbers stay numbers.
+- LaTeX (:func:`latex_text`): special characters escaped, every non-ASCII
+  character written in LaTeX (pure ASCII, glyphs of the Type 1 fonts every TeX
+  has; ``?`` where there is none), long words breakable.
+- Markdown (:func:`markdown_text`): HTML's ``<>&`` as entities; table, link, code
+  and math characters backslash-escaped.
 
 In Markdown and LaTeX a control character (a newline in a name) is a space.
 """
@@ -37,16 +19,12 @@ import unicodedata
 
 import pandas as pd
 
-# --- CSV ---------------------------------------------------------------------------
-
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value):
-    """A text cell a spreadsheet would run as a formula, quoted with ``'``; anything
-    else (numbers, empty cells) as it is. A carriage return in text becomes a line
-    feed: the CSV writer quotes a cell holding a line feed, but not one holding a
-    lone carriage return, which a reader takes for the end of the row."""
+    """A text cell a spreadsheet would run as a formula, quoted with ``'``; a carriage
+    return a line feed (which the CSV writer quotes; a lone one would end the row)."""
     if not isinstance(value, str):
         return value
     value = "'" + value if value.startswith(FORMULA_STARTS) else value
@@ -62,14 +40,10 @@ def csv_text(frame: pd.DataFrame) -> str:
     return frame.to_csv(index=False)
 
 
-# --- shared ------------------------------------------------------------------------
-
 def _printable(char: str) -> bool:
     """False for control characters and line or paragraph separators."""
     return unicodedata.category(char) not in ("Cc", "Zl", "Zp")
 
-
-# --- Markdown ----------------------------------------------------------------------
 
 _MARKDOWN = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\\": "\\\\", "|": "\\|", "`": "\\`",
              "[": "\\[", "]": "\\]", "$": "\\$"}  # $: GitHub sets $...$ as mathematics
@@ -79,8 +53,6 @@ def markdown_text(text) -> str:
     """``text`` as Markdown that shows it literally (GitHub-flavoured, tables included)."""
     return "".join(_MARKDOWN.get(c, c) if _printable(c) else " " for c in str(text))
 
-
-# --- LaTeX -------------------------------------------------------------------------
 
 # Only glyphs of the fonts every TeX installation has as Type 1 (OT1, OML, OMS): a
 # text-companion (TS1) glyph such as \$, \dag or \S in text mode would make TeX
@@ -141,8 +113,7 @@ FALLBACK = "?"
 
 
 def _accented(char: str) -> str | None:
-    """``é`` -> ``\\'{e}``: a letter and the accents OT1 has (others dropped); None if
-    the character is no ASCII letter with accents."""
+    """``é`` -> ``\\'{e}`` (accents OT1 lacks dropped); None for no accented ASCII letter."""
     base, *marks = unicodedata.normalize("NFD", char)
     if not marks or not (base.isascii() and base.isalpha()):
         return None
@@ -178,19 +149,16 @@ def _latex_char(char: str, depth: int = 0) -> str:
     return FALLBACK
 
 
-# A word longer than this (a path, a URL) may break after its punctuation, so that
-# a caption holding it never runs into the margin; where it has no punctuation for
-# LONG_RUN characters it may break there too (TeX hyphenates no word holding digits
-# or symbols, nor the first word of a table cell).
+# A word longer than this (a path, a URL) may break after its punctuation, or every
+# LONG_RUN characters without any: TeX hyphenates no word holding digits or symbols.
 LONG_WORD = 30
 LONG_RUN = 16
 BREAK_AFTER = frozenset("/\\}=,._|")
 
 
 def latex_text(text, long_word: int = LONG_WORD) -> str:
-    """``text`` as LaTeX text mode that prints it (pure ASCII; needs ``amssymb`` for
-    ``✓`` only); a word longer than ``long_word`` characters may break after its
-    punctuation (a narrow table cell or a block's setting label asks for fewer)."""
+    """``text`` as LaTeX text mode that prints it (pure ASCII); a word longer than
+    ``long_word`` characters may break after its punctuation."""
     out = []
     for word in re.split(r"(\s+)", str(text)):
         breakable, previous, run = len(word) > long_word, "", 0

@@ -1,14 +1,8 @@
-"""The tables as CSV, at the precision the test set supports.
-
-A block's accuracies are means over n seeds of k/N correct test images, so
-the smallest step between two of them is 100/(N n) points: two significant
-digits of that step are printed, at least two decimals, and nothing beyond
-(``2.5``, not float32's ``2.499997615814209``). The exact counts stand beside
-them: ``top1_correct`` (mean correct images per seed) and ``d_top1_images``
-(the mean gap in images).
-
-Every CSV of the report is written through :func:`csv_text`: a text cell a
-spreadsheet would run as a formula is quoted (:mod:`ablation.report.escape`).
+"""The tables as CSV, at the precision the test set supports: a block's accuracies
+are means over n seeds of k/N correct images, so two significant digits of the
+step 100/(N n) are printed (``2.5``, not float32's ``2.499997615814209``), and the
+exact counts stand beside them. Every CSV goes through
+:func:`ablation.report.escape.csv_text`.
 """
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Figure text that reads: every title, axis label, legend entry and category
 label wrapped to the room it has, inside the canvas, taken literally.
 
-:func:`fit` is the last step before a figure is saved. Setting labels can be
-long (a block's backend, settings and tuning), so a title one line wide in a
-one-block report overruns its neighbour's or the canvas edge in another. Each
-text is wrapped at spaces (a word wider than its room at any character) to
-the width it is shown over: its axes for a title or an x label, the axes'
-height for a y label, the figure for a figure title, the spacing of the ticks
-for category labels. Constrained layout then makes room for the wrapped text,
-and the figure grows by the lines the wrapping added, so the panels keep
-their height. Wrapping and layout depend on each other (a wider y label
-narrows the axes): they are repeated until the wrapping stops changing.
-
-The text is set literally: a dataset or setting name with dollar signs is
-shown as written, not parsed as TeX mathematics (which would fail on an
-unbalanced or unknown command and lose the figure).
+:func:`fit` is the last step before a figure is saved: long setting labels would
+overrun a neighbour or the canvas edge. Each text is wrapped to the width it is
+shown over, constrained layout makes room and the figure grows by the lines
+added, repeated until the wrapping stops changing. Text is set literally: a name
+with dollar signs is not parsed as TeX mathematics.
 """
 from __future__ import annotations
 
@@ -28,7 +19,7 @@ CATEGORY_SHARE = 0.92  # of the tick spacing that a category label may span
 
 
 def _width(text: Text, line: str, renderer) -> float:
-    """Pixels ``line`` spans in ``text``'s font (set literally, as :func:`fit` sets it)."""
+    """Pixels ``line`` spans in ``text``'s font, set literally."""
     width, _, _ = renderer.get_text_width_height_descent(line, text.get_fontproperties(),
                                                           ismath=False)
     return width
@@ -42,7 +33,7 @@ def _fitting(text: Text, word: str, room: float, renderer) -> int:
 
 def wrap(text: Text, words: str, room: float, renderer) -> str:
     """``words`` broken into lines no wider than ``room`` pixels: at spaces, and a
-    word wider than the room alone at the last character that fits."""
+    word too wide alone at the last character that fits."""
     lines = []
     for paragraph in words.split("\n"):
         line = ""
@@ -87,9 +78,8 @@ def _row(ax) -> int | None:
 
 
 class _Slot:
-    """One text and the room it is wrapped to: its original string, the width
-    function, and the grid row whose height its added lines add to (None: the
-    figure's, "side": none, as a y label grows sideways)."""
+    """One text, the room it is wrapped to, and the grid row its added lines make
+    taller (None: the figure's, "side": none)."""
 
     def __init__(self, text: Text, room, row):
         self.text, self.original, self.room, self.row = text, text.get_text(), room, row
@@ -153,9 +143,8 @@ class _Categories:
 
 
 def _grow(fig, slots, base_height: float) -> None:
-    """Make the figure taller by the height the wrapping added (the largest
-    addition among the panels of a row, summed over rows, plus the figure
-    title's), so that constrained layout need not squeeze the panels."""
+    """Make the figure taller by the height the wrapping added (each row's largest
+    addition, plus the figure title's), so the panels keep their height."""
     by_row: dict = {}
     for slot in slots:
         if slot.row != "side":

@@ -1,10 +1,8 @@
-"""What every report figure shares: matplotlib without a display, a grid of
-panels, one colour and marker per variant, side-by-side offsets for points
-that would coincide, a block's completed runs, each run's variant label, seed
-lists, and the door every figure is saved through (its text fitted first)."""
+"""What every report figure shares: matplotlib without a display, a grid of panels,
+one colour and marker per variant, side-by-side offsets, a block's completed runs,
+and the door every figure is saved through (its text fitted first)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +11,10 @@ import pandas as pd
 from ablation.config import SWITCHES
 from ablation.report.tables import BLOCK, VARIANTS
 
-TEMPERATURE_KEY = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
-
 # One fixed colour and marker per variant, in VARIANTS order, the same in every
 # figure (the paper's four stand apart).
-VARIANT_COLORS = dict(zip(VARIANTS.values(), [
-    "#555555",   # ViT
-    "#1f77b4",   # SPT
-    "#ff7f0e",   # LSA mask
-    "#2ca02c",   # learnable temperature
-    "#e377c2",   # SPT + LSA mask
-    "#8c564b",   # SPT + temp.
-    "#d62728",   # LSA (mask + temp.)
-    "#9467bd",   # SL-ViT
-]))
+VARIANT_COLORS = dict(zip(VARIANTS.values(), ["#555555", "#1f77b4", "#ff7f0e", "#2ca02c",
+                                               "#e377c2", "#8c564b", "#d62728", "#9467bd"]))
 MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*"]
 
 
@@ -47,15 +35,9 @@ def grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 1
     return fig, axes.ravel()
 
 
-def variant_marker(label: str) -> str:
-    """The marker of the variant named ``label``."""
-    return MARKERS[list(VARIANTS.values()).index(label) % len(MARKERS)]
-
-
 def dodge(index: int, count: int, step: float) -> float:
     """The sideways offset of series ``index`` of ``count`` drawn at the same
-    positions: ``step`` apart, centred on the true position, so that points of
-    different series with the same value sit side by side, not on top."""
+    positions, ``step`` apart and centred, so equal points sit side by side."""
     return (index - (count - 1) / 2) * step
 
 
@@ -76,9 +58,16 @@ def variant_label(row) -> str:
     return VARIANTS[tuple(bool(row[k]) for k in SWITCHES)]
 
 
+def by_variant(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(variant label, its runs), in the paper's order."""
+    order = list(VARIANTS.values())
+    return sorted(runs.groupby(runs.apply(variant_label, axis=1)),
+                  key=lambda item: order.index(item[0]))
+
+
 def save_figure(fig, path: Path, dpi: int) -> Path:
     """Fit ``fig``'s text to its room (:mod:`figure_text`), write it as a PNG at
-    ``path`` through the file door, atomically, and close it."""
+    ``path`` atomically, and close it."""
     import io
 
     from ablation.files import atomic_write

@@ -1,28 +1,17 @@
 """A report folder holds one complete generation of the report, never a mix.
 
-A report is written into a fresh hidden folder beside its destination; only
-when every file is there does it replace the earlier generation: the files the
-earlier one listed in ``report.json`` move to ``.replaced/report-<time>/``,
-``report.json`` (the generation's time and files) is written, and the new
-files move in. So a file an earlier report wrote and this one does not
-(``factorial_effects.csv`` of a sweep that has since lost a variant) never
-stays behind to contradict it, and a report killed while writing leaves the
-earlier generation as it was (and a hidden staging folder, removed by the
-next report).
-
-Only what a report wrote is ever moved or removed: the names its manifest
-lists, and only names a report can write (a planted ``report.json`` naming
-``multirun.yaml`` or a lock moves nothing). A file the report would replace
-that no manifest lists (a figure of the user's in ``--out DIR``) stops the
-report with one line, the file untouched. ``.replaced/`` keeps the newest
-:data:`KEEP_REPLACED` report generations (``report-<time>/``, the report's W&B
-runs included); older ones are removed, and nothing else there is touched.
+A report is written into a hidden staging folder; only when every file is there
+do the files the earlier generation listed in ``report.json`` move to
+``.replaced/report-<time>/`` and the new ones move in, so no stale file stays
+behind to contradict it and a killed report leaves the earlier one as it was.
+Only names a report writes and its manifest lists are ever moved; a file of the
+user's in the way stops the report. ``.replaced/`` keeps the newest
+:data:`KEEP_REPLACED` generations.
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import uuid
@@ -36,21 +25,18 @@ from ablation.files import (REPLACED_DIR, atomic_write, entries, is_folder, is_r
                             set_aside)
 from ablation.report.load import ReportError
 
-log = logging.getLogger(__name__)
-
 MANIFEST = "report.json"
 MANIFEST_LIMIT = 1 << 20
 STAGING_PREFIX = ".report-new-"
 KEEP_REPLACED = 3
 # What a report may write (for a folder whose report predates the manifest).
 REPORT_NAMES = ("comparison.md", "comparison.tex", "comparison_full.tex", "comparison.html",
-                "comparison.csv",
-                "factorial_effects.csv", "locality.csv", "locality_effects.csv",
-                "wandb_dashboard.json")
+                "comparison.csv", "factorial_effects.csv", "locality.csv",
+                "locality_effects.csv", "wandb_dashboard.json")
 REPORT_GLOBS = ("top1.png", "val_top1.png", "temperature.png", "tuning.png",
-                "locality_distance.png",
-                "locality_entropy.png", "attention_maps.png", "attention_maps_*.png")
-# What a set-aside generation is named (report_replaced_folder): nothing else is pruned.
+                "locality_distance.png", "locality_entropy.png", "attention_maps.png",
+                "attention_maps_*.png")
+# What a set-aside generation is named: nothing else is pruned.
 GENERATION_NAME = re.compile(r"^report-\d{8}-\d{6}-\d{6}$")
 
 
@@ -60,8 +46,7 @@ def report_name(name: str) -> bool:
 
 
 def _earlier_files(out: Path) -> list[Path]:
-    """The files of the earlier generation in ``out``: those its manifest lists
-    that a report writes and that are regular files; none without a manifest."""
+    """The files of the earlier generation that its manifest lists and a report writes."""
     try:
         names = json.loads(read_text(out / MANIFEST, MANIFEST_LIMIT))["files"]
         names = [n for n in names if isinstance(n, str)]
@@ -72,10 +57,8 @@ def _earlier_files(out: Path) -> list[Path]:
 
 
 def add_to_generation(out: Path, name: str, data: str | bytes) -> Path:
-    """Write one more file of the current generation (the W&B dashboard's
-    definition, made after the report) and list it in ``report.json``, so the
-    next report replaces it with the rest. A file of that name no report
-    listed is left alone: :class:`ReportError`."""
+    """Write one more file of the current generation (the W&B dashboard's definition)
+    and list it in ``report.json``; a file of that name no report listed: :class:`ReportError`."""
     listed = _earlier_files(out)
     if os.path.lexists(out / name) and out / name not in listed:
         raise ReportError(f"{out / name} exists and no report there wrote it: nothing was "
@@ -93,17 +76,10 @@ def add_to_generation(out: Path, name: str, data: str | bytes) -> Path:
     return out / name
 
 
-def report_replaced_folder(out: Path) -> Path:
-    """A new ``out/.replaced/report-<time>/`` (not created) for a generation set aside."""
-    moved = replaced_folder(out)
-    return moved.with_name("report-" + moved.name)
-
-
 @dataclass
 class Generation:
-    """One report generation: ``stage``, the folder its files are written into,
-    and ``replaced``, the one ``.replaced/report-<time>/`` where everything it
-    replaces (the earlier files, the earlier report W&B run) is set aside."""
+    """One report generation: the folder its files are written into, and the
+    ``.replaced/report-<time>/`` where everything it replaces is set aside."""
 
     stage: Path
     replaced: Path
@@ -115,7 +91,8 @@ def generation(out: Path) -> Iterator[Generation]:
     for stale in entries(out, STAGING_PREFIX + "*"):  # a report killed while writing
         remove_tree(stale)
     stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
-    current = Generation(stage, report_replaced_folder(out))
+    moved = replaced_folder(out)  # not created until something is set aside
+    current = Generation(stage, moved.with_name("report-" + moved.name))
     try:
         yield current
         files = sorted(p.name for p in entries(stage) if is_regular(p))
@@ -139,8 +116,8 @@ def generation(out: Path) -> Iterator[Generation]:
 
 
 def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:
-    """Remove all but the newest ``keep`` report generations (and report W&B runs)
-    set aside in ``out/.replaced/``; entries holding anything else are kept."""
+    """Remove all but the newest ``keep`` report generations in ``out/.replaced/``;
+    entries holding anything else are kept."""
     folder = out / REPLACED_DIR
     if not is_folder(folder):  # absent, or a link: nothing of this report's
         return []

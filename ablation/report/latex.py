@@ -1,64 +1,43 @@
 """The comparison as LaTeX a paper prints: ``comparison.tex`` and ``comparison_full.tex``.
 
-``comparison.tex`` holds, per block, the table a paper prints: the variant, the
-switches it turns on (a tied block, whose temperature follows the mask, shows
-SPT and LSA only), n, top-1 mean ± sd (under the official protocol the
-best-epoch top-1 and the paper's beside it, the three under one head), Δ top-1
-[95 % CI] (bold where the Holm-corrected test is significant), the parameters,
-and a tuned block's chosen values; then the block's factorial effects on top-1;
-then the locality tables (:func:`ablation.report.locality_table.latex`).
-``comparison_full.tex`` holds every column of the Markdown table and the
-factorial effects on top-5 too, for an appendix, ``\\small``.
-
-Each table's caption says what the block is (dataset, model, protocol, setting)
-and what its numbers are (:func:`ablation.report.captions.short_caption`); the
-statistics (the paired t-interval, Holm, what one test image is worth, power,
-the code: :func:`ablation.report.captions.notes`) are notes beneath it. The
-layout, unscaled, is :mod:`ablation.report.latex_layout`'s.
-
-Both files need only the packages their first line names
-(:data:`LATEX_PACKAGES`).
+``comparison.tex`` holds, per block, the paper's columns (:func:`compact_header`)
+and the factorial effects on top-1, then the locality tables;
+``comparison_full.tex`` every column of the Markdown table and the effects on
+top-5 too, for an appendix. Each table's caption says what the block is and what
+its numbers are; the statistics are notes beneath it
+(:func:`ablation.report.captions.notes`); the layout is
+:mod:`ablation.report.latex_layout`'s.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ablation.config.switches import REGISTRY
-from ablation.report.captions import (BEST_COLUMNS, factorial_significant, notes,
-                                      short_caption, shows_best_epoch)
+from ablation.report.captions import (BEST_COLUMNS, GAPS, is_tuned, notes, short_caption,
+                                      shows_best_epoch, significant)
 from ablation.report.escape import latex_text
-from ablation.report.latex_layout import (GAP_SPLIT, HEAD_LINE_SQUEEZED, LABEL_WORD, SD_SPLIT,
-                                          SQUEEZED, VARIANT_WRAP, Column, float_table,
-                                          head_lines)
+from ablation.report.latex_layout import (GAP, HEAD_LINE_SQUEEZED, LABEL_WORD, MEAN_SD,
+                                          ROW_NAME, Column, float_table, head_lines)
 from ablation.report.render import (LATEX, NOT_ESTIMABLE_NOTE, PAPER_COLUMN, PLAIN,
-                                    block_title, factorial_caption, factorial_note, gap,
-                                    header, is_tuned, not_estimable, row_cells, select_block)
+                                    block_title, effect_rows, factorial_caption,
+                                    factorial_note, header, not_estimable, row_cells,
+                                    select_block)
 from ablation.report.tables import BLOCK, tied
 
 # What both files need besides \documentclass{article}: booktabs (the rules) and
 # amssymb (\checkmark); the first line of each names them.
 LATEX_PACKAGES = ("booktabs", "amssymb")
-
-
-def preamble(full: bool) -> str:
-    what = ("every column, for an appendix" if full
-            else "the tables a paper prints; every column is in comparison_full.tex")
-    return (f"% Needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}: pure ASCII, {what}; "
-            "no table is scaled.")
-
-
-# --- the comparison ----------------------------------------------------------------
-
 BEST_TOP1 = next(iter(BEST_COLUMNS))
 # the compact table's heads where they differ from the Markdown's
 COMPACT_HEADS = {"ΔTop-1 vs ViT": ("ΔTop-1 (pp)", "[95 % CI]")}
 # under the official protocol: three top-1 columns under one head
 TOP1_GROUP = "Top-1 (%)"
 GROUPED_HEADS = {"Top-1 (%)": ("final",), BEST_TOP1: ("best", "epoch"), PAPER_COLUMN: ("paper",)}
-GAPS = ("ΔTop-1 vs ViT", "ΔTop-5 vs ViT")
 ACCURACIES = ("Top-1 (%)", "Top-5 (%)", *BEST_COLUMNS)
 TUNED_WRAP, TUNED_WRAP_SQUEEZED = 90.0, 55.0  # pt
 TUNED_WORD = 8  # a tuned key's name may break after its punctuation past this length
+TIED_NOTE = (r"LSA \checkmark: the diagonal mask and the learnable temperature together "
+             "(the temperature follows the mask in every run of this block).")
 
 
 def title(key) -> str:
@@ -67,9 +46,8 @@ def title(key) -> str:
 
 
 def compact_header(block: pd.DataFrame) -> list[str]:
-    """The paper's columns: the variant, the switches it turns on (a tied block's
-    temperature is the mask's), n, a tuned block's values, top-1 (and the best
-    epoch's and the paper's under the official protocol), Δ top-1, the parameters."""
+    """The paper's columns: the variant, its switches (a tied block's temperature is the
+    mask's), n, a tuned block's values, the top-1 columns, Δ top-1, the parameters."""
     columns = ["Variant", *(s.column for s in REGISTRY if not (s.follows and tied(block))),
                "n"]
     columns += ["Tuned values"] if is_tuned(block) else []
@@ -81,15 +59,10 @@ def compact_header(block: pd.DataFrame) -> list[str]:
 
 def _kind(name: str) -> dict:
     """How a column of the comparison may be squeezed (:class:`Column`)."""
-    if name == "Variant":
-        return {"align": "l", "wrap_squeezed": VARIANT_WRAP}
-    if name in GAPS:
-        return {"split": GAP_SPLIT, "split_level": 1}
-    if name in ACCURACIES:
-        return {"split": SD_SPLIT, "split_level": SQUEEZED}
     if name == "Tuned values":
         return {"wrap": TUNED_WRAP, "wrap_squeezed": TUNED_WRAP_SQUEEZED}
-    return {}
+    return (ROW_NAME if name == "Variant" else GAP if name in GAPS
+            else MEAN_SD if name in ACCURACIES else {})
 
 
 def block_columns(block: pd.DataFrame, full: bool) -> list[Column]:
@@ -110,14 +83,8 @@ def block_columns(block: pd.DataFrame, full: bool) -> list[Column]:
         squeezed = head_lines(name, HEAD_LINE_SQUEEZED)
         if squeezed == (name,) and name.endswith(" (%)"):  # the unit under its name
             squeezed = (name[:-4], "(%)")
-        if full:
-            head = head_lines(name)
-        elif group:
-            head = squeezed = GROUPED_HEADS[name]
-        elif name in COMPACT_HEADS:
-            head = squeezed = COMPACT_HEADS[name]
-        else:
-            head = head_lines(name)
+        head = GROUPED_HEADS[name] if group else None if full else COMPACT_HEADS.get(name)
+        squeezed, head = head or squeezed, head or head_lines(name)
         columns.append(Column(head, latex_cells, plain_cells,
                               [name in latex[1] for latex, _, _ in rows], group=group,
                               head_squeezed=squeezed if squeezed != head else None,
@@ -125,38 +92,24 @@ def block_columns(block: pd.DataFrame, full: bool) -> list[Column]:
     return columns
 
 
-def _tied_sentence(block: pd.DataFrame) -> list[str]:
-    if not tied(block):
-        return []
-    return [r"LSA \checkmark: the diagonal mask and the learnable temperature together "
-            "(the temperature follows the mask in every run of this block)."]
-
-
 def block_notes(block: pd.DataFrame, key, effects: pd.DataFrame, full: bool) -> list[str]:
     said = [latex_text(s) for s in notes(block, compact=not full)]
-    said += [] if full else _tied_sentence(block)
+    said += [] if full or not tied(block) else [TIED_NOTE]
     if not_estimable(effects, key):
         said.append(latex_text(NOT_ESTIMABLE_NOTE))
     return said
 
 
-def factorial_columns(mine: pd.DataFrame, full: bool) -> list[Column]:
-    metrics = ("top1", "top5") if full else ("top1",)
-    terms = [t.replace(" x ", " × ") for t in mine["term"]]
-    columns = [Column(("Term",), [LATEX.escape(t) for t in terms], terms, align="l",
-                      wrap_squeezed=VARIANT_WRAP)]
-    for metric in metrics:
-        name = {"top1": "top-1", "top5": "top-5"}[metric]
-        columns.append(Column((f"Effect on {name}", "(pp) [95 % CI]"),
-                              _gap_texts(mine, metric, LATEX), _gap_texts(mine, metric, PLAIN),
-                              [factorial_significant(r, metric) for _, r in mine.iterrows()],
-                              split=GAP_SPLIT))
+def effects_columns(mine: pd.DataFrame, measures, heads) -> list[Column]:
+    """A factorial effects table's columns: the term, then each measure's effect
+    (``measures``: stem, decimals) under its head (``heads``: lines, squeezed lines)."""
+    rows = [effect_rows(mine, style, measures, bold=False) for style in (LATEX, PLAIN)]
+    columns = [Column(("Term",), [r[0] for r in rows[0]], [r[0] for r in rows[1]], **ROW_NAME)]
+    for i, ((stem, _), (head, squeezed)) in enumerate(zip(measures, heads), start=1):
+        columns.append(Column(head, [r[i] for r in rows[0]], [r[i] for r in rows[1]],
+                              [significant(r, stem) for _, r in mine.iterrows()],
+                              head_squeezed=squeezed, **GAP))
     return columns
-
-
-def _gap_texts(mine: pd.DataFrame, metric: str, style) -> list[str]:
-    return [gap(r[f"{metric}_effect"], r[f"{metric}_low"], r[f"{metric}_high"], style)
-            for _, r in mine.iterrows()]
 
 
 def factorial_table(key, mine: pd.DataFrame, full: bool) -> list[str]:
@@ -167,7 +120,10 @@ def factorial_table(key, mine: pd.DataFrame, full: bool) -> list[str]:
     continued = f"Factorial effects: {title(key)} (continued)."
     said = [factorial_note(mine),
             factorial_caption(mine, ("top1", "top5") if full else ("top1",))]
-    return float_table(caption, factorial_columns(mine, full),
+    names = {"top1": "top-1", "top5": "top-5"}
+    measures = [(m, 2) for m in (("top1", "top5") if full else ("top1",))]
+    heads = [((f"Effect on {names[m]}", "(pp) [95 % CI]"), None) for m, _ in measures]
+    return float_table(caption, effects_columns(mine, measures, heads),
                        [latex_text(s) for s in said if s], full, continued)
 
 
@@ -190,4 +146,8 @@ def comparison(table: pd.DataFrame, effects: pd.DataFrame, full: bool = False) -
 def document(table: pd.DataFrame, effects: pd.DataFrame, locality_text: str,
              full: bool = False) -> str:
     """The whole file: the packages it needs, the comparison, the locality section."""
-    return "\n".join([preamble(full), comparison(table, effects, full), locality_text])
+    what = ("every column, for an appendix" if full
+            else "the tables a paper prints; every column is in comparison_full.tex")
+    preamble = (f"% Needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}: pure ASCII, {what}; "
+                "no table is scaled.")
+    return "\n".join([preamble, comparison(table, effects, full), locality_text])

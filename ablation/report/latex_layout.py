@@ -1,28 +1,18 @@
 """A LaTeX table laid out to fit a page's text width, never scaled.
 
-A table is :class:`Column` s (a head, cells as LaTeX and as the text they print);
-:func:`float_table` sets them as a booktabs tabular in a float, its caption above
-and its notes beneath in a minipage of the line's width. The tabular is laid out
-to fit :data:`TEXT_WIDTH`, the text width of a plain 10 pt ``article`` (the
-narrowest common one), by the first step of :func:`ladder` that fits: the
-document's size, then ``\\small``, then ``\\footnotesize``; at each, the cells on
-one line, then a gap's interval under its value, then long row names wrapped,
-then an sd under its mean, each with the column gap at 6 pt then 4 pt. A table
-that fits no step is split into tabulars of neighbouring columns (:func:`split`),
-each led by the first column and a float of its own, so that none is taller than
-a page. A table no wider than :data:`COLUMN_WIDTH` is a ``table`` (one column of
-a two-column paper), any other a ``table*`` (both columns; in a one-column
-document the same as ``table``). Widths are estimated from Computer Modern's
-glyph widths (:func:`text_width`), with a margin.
+A table is :class:`Column` s; :func:`float_table` sets them as a booktabs tabular in
+a float, caption above, notes beneath. The layout is the first step of
+:func:`ladder` whose estimated width (Computer Modern's glyph widths,
+:func:`text_width`) fits a 10 pt ``article``'s text width; a table that fits none
+is split into tabulars of neighbouring columns (:func:`split`), each a float.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ablation.report.escape import latex_text
 from ablation.report.render import LATEX
-
-# --- widths ------------------------------------------------------------------------
 
 TEXT_WIDTH = 345.0  # pt: \textwidth of a 10 pt article
 COLUMN_WIDTH = 229.5  # pt: \columnwidth of a two-column 10 pt article
@@ -48,8 +38,6 @@ def text_width(text: str, size: str = "normalsize", bold: bool = False) -> float
     return width * SIZES[size] * (BOLD if bold else 1.0)
 
 
-# --- tables ------------------------------------------------------------------------
-
 GAP_SPLIT = (" [", " [")  # a gap's interval may go under its value
 SD_SPLIT = (" $\\pm$ ", " ± ")  # an sd under its mean, at the last squeeze only
 VARIANT_WRAP = 61.0  # pt: a row name such as "LSA (mask +" on a line, when squeezed
@@ -59,8 +47,7 @@ HEAD_LINE_SQUEEZED = 10  # and where the rows are two lines high anyway
 
 
 def head_lines(text: str, limit: int = HEAD_LINE) -> tuple[str, ...]:
-    """A column head on lines of at most ``limit`` characters (split at spaces), so a
-    long head does not widen its column beyond its numbers."""
+    """A column head on lines of at most ``limit`` characters (split at spaces)."""
     lines = [""]
     for word in text.split(" "):
         if lines[-1] and len(lines[-1]) + 1 + len(word) > limit:
@@ -72,14 +59,11 @@ def head_lines(text: str, limit: int = HEAD_LINE) -> tuple[str, ...]:
 
 @dataclass
 class Column:
-    """One column: its head (lines, as text), its cells as LaTeX and as the text they
-    print (for the width), which are bold, and how it may be squeezed: ``split`` (the
-    LaTeX and the text before which a cell may go onto a second line, from squeeze
-    level ``split_level`` on: a gap's interval under its value, an sd under its
-    mean) and ``wrap`` (text set as a ragged paragraph at most that many pt wide at
-    10 pt; ``wrap_squeezed`` from level 2 on). A bold cell that splits is bold before
-    the split only (a gap's value, not its interval). Neighbours of one ``group``
-    share a head above theirs, ruled beneath."""
+    """One column: its head (lines), its cells as LaTeX and as the text they print,
+    which are bold (before a split only), and how it may be squeezed: ``split`` (the
+    LaTeX and the text before which a cell may go onto a second line, from level
+    ``split_level`` on) and ``wrap`` (a ragged paragraph at most that many pt wide;
+    ``wrap_squeezed`` from level 2 on). Neighbours of one ``group`` share a head."""
 
     head: tuple[str, ...]
     cells: list[str]
@@ -124,22 +108,11 @@ class Layout:
 
 def _pieces(text: str) -> list[str]:
     """The parts of ``text`` no line break can split: words, cut after punctuation."""
-    out = []
-    for word in text.split():
-        piece = ""
-        for char in word:
-            piece += char
-            if char in ",._=/":
-                out.append(piece)
-                piece = ""
-        out.append(piece)
-    return out
+    return re.findall(r"[^\s,._=/]*[,._=/]?", text)
 
 
 def column_width(column: Column, size: str, level: int) -> float:
-    """The column's estimated width (pt) at ``size`` and squeeze ``level``: its widest
-    head line or cell line; a wrapping column's longest cell up to its cap, never
-    under its longest unbreakable piece."""
+    """The column's estimated width (pt) at ``size`` and squeeze ``level``."""
     head = max(text_width(line, size) for line in column.heads(level))
     rows = range(len(column.cells))
     cap = column.cap(level)
@@ -181,14 +154,16 @@ def _groups(columns: list[Column]) -> list[tuple[str | None, list[int]]]:
 
 
 SQUEEZED = 3  # the last level: every cell that can split does
+# How the usual columns may be squeezed (Column's keywords): a row's name, a gap, a mean ± sd
+ROW_NAME = {"align": "l", "wrap_squeezed": VARIANT_WRAP}
+GAP = {"split": GAP_SPLIT}
+MEAN_SD = {"split": SD_SPLIT, "split_level": SQUEEZED}
 
 
 def ladder(full: bool) -> list[tuple[str, int, float]]:
     """(size, squeeze level, column gap) in the order they are tried: the largest size
-    first, and at each size the cells on one line, then gaps' intervals under their
-    values (the rows are two lines high from here on), then long variant names
-    wrapped, then sds under their means; each with the column gap at 6 pt, then 4 pt.
-    The full file's tables are ``\\small`` (an appendix's): split rather than smaller."""
+    first, at each size every squeeze level, each with the column gap at 6 pt, then
+    4 pt. The full file's tables are ``\\small``: split rather than smaller."""
     sizes = ["small"] if full else list(SIZES)
     return [(size, level, sep) for size in sizes for level in range(SQUEEZED + 1)
             for sep in (6.0, 4.0)]
@@ -200,15 +175,12 @@ SPLIT = {False: ("footnotesize", SQUEEZED, 4.0), True: ("small", 2, 4.0)}
 
 def fit(columns: list[Column], full: bool = False, width: float = TEXT_WIDTH) -> Layout:
     """The first layout of :func:`ladder` whose one tabular fits ``width``; else the
-    columns split over several tabulars set as :data:`SPLIT` says, each led by the
-    first column."""
+    columns split over several tabulars set as :data:`SPLIT` says."""
     room = width * MARGIN
-    everything = tuple(range(len(columns)))
-    steps = ladder(full)
-    for size, level, sep in steps:
+    for size, level, sep in ladder(full):
         total = _width(widths(columns, size, level, sep), sep)
         if total <= room:
-            return Layout(size, sep, level, (everything,), total)
+            return Layout(size, sep, level, (tuple(range(len(columns))),), total)
     size, level, sep = SPLIT[full]
     each = widths(columns, size, level, sep)
     parts = split(each, sep, room)
@@ -218,7 +190,7 @@ def fit(columns: list[Column], full: bool = False, width: float = TEXT_WIDTH) ->
 
 def split(each: list[float], sep: float, room: float) -> tuple[tuple[int, ...], ...]:
     """Columns 1.. in order over the fewest tabulars that fit ``room`` (each led by
-    column 0), as evenly wide as they can be (the widest as narrow as it can be)."""
+    column 0), the widest as narrow as it can be."""
     n = len(each)
 
     def width(a, b):  # the tabular of columns a..b-1 behind column 0
@@ -291,23 +263,18 @@ def tabular(columns: list[Column], layout: Layout) -> list[str]:
 
 def float_table(caption: str, columns: list[Column], notes_text: list[str],
                 full: bool = False, continued: str = "") -> list[str]:
-    """A table float: the caption (LaTeX) above, the tabular, the notes (LaTeX
-    sentences) beneath in a minipage of the line's width. Where the columns are split
-    (:func:`fit`), each tabular is a float of its own, so that none is taller than a
-    page: the later ones numbered as the first and captioned ``continued`` (LaTeX),
-    the notes beneath the last."""
+    """A table float: the caption above, the tabular, the notes beneath in a minipage;
+    split columns (:func:`fit`) are floats of their own, numbered as the first and
+    captioned ``continued``, the notes beneath the last."""
     layout = fit(columns, full)
     out = []
     for k, part in enumerate(layout.parts):
         mine = [columns[i] for i in part]
         width = _width(widths(mine, layout.size, layout.level, layout.sep), layout.sep)
         env = "table" if width <= COLUMN_WIDTH * MARGIN else "table*"
-        out += [rf"\begin{{{env}}}[tp]", r"\centering"]
-        if k:  # the same number as the first part's
-            out += [r"\addtocounter{table}{-1}", rf"\caption{{{continued or caption}}}"]
-        else:
-            out.append(rf"\caption{{{caption}}}")
-        out.append(r"\smallskip")
+        out += [rf"\begin{{{env}}}[tp]", r"\centering",
+                *([r"\addtocounter{table}{-1}"] if k else []),  # the first part's number
+                rf"\caption{{{(continued or caption) if k else caption}}}", r"\smallskip"]
         if layout.size != "normalsize":
             out.append(f"\\{layout.size}")
         if layout.sep != 6.0:

@@ -1,14 +1,9 @@
 """Run records -> one pandas row per run, grouped into comparable blocks.
 
-Runs are compared only with runs of the same dataset, model and training
-setting, on the same Keras backend and the same data. Keys that a sweep
-varies on purpose (the switches, the seed) or that say nothing about the
-experiment (W&B settings, paths, verbosity) are ignored; any other key whose
-value differs, the backend (``backend=jax``) or the data's fingerprint
-(``data=sha256:...``, where records have one) splits the runs into separate,
-labelled blocks instead of being averaged together. Each run's ``code``
-(package version and commit, backend, Keras and NumPy versions) is kept so
-the caption can say which code a block's numbers came from.
+Runs are compared only with runs of the same dataset, model and training setting,
+backend and data: a config key that differs (other than the switches, the seed
+and what says nothing about the experiment), the backend or the data's
+fingerprint splits them into labelled blocks instead of being averaged together.
 """
 from __future__ import annotations
 
@@ -27,6 +22,14 @@ from ablation.runs.record import RecordError, find_records, read_record
 from ablation.runtime.provenance import describe_code
 
 log = logging.getLogger(__name__)
+
+# Config values the report computes with, and what each must be.
+USED_CONFIG = {("trainer", "batch_size"): "count", ("trainer", "passes_per_epoch"): "count",
+               ("trainer", "protocol"): "text", ("model", "key_dim"): "count",
+               ("model", "dim"): "count", ("model", "num_heads"): "count"}
+TUNING_SETTING = "tuning"
+# An accuracy within this many images of a whole number of correct images is that number.
+GRID_TOLERANCE = 0.05
 
 
 class ReportError(RuntimeError):
@@ -57,16 +60,9 @@ def read_records(path: str | Path) -> list[tuple[Path, dict]]:
     return good
 
 
-# Config values the report computes with, and what each must be.
-USED_CONFIG = {("trainer", "batch_size"): "count", ("trainer", "passes_per_epoch"): "count",
-               ("trainer", "protocol"): "text", ("model", "key_dim"): "count",
-               ("model", "dim"): "count", ("model", "num_heads"): "count"}
-
-
 def unusable(record: dict) -> str | None:
-    """Why the report cannot use ``record`` (a value it computes with has the
-    wrong type or range), or None. The schema checks the record's own fields;
-    its ``config`` is the run's, checked here for what the report reads."""
+    """Why the report cannot use ``record`` (a config value it computes with, its
+    tuning or diagnostics entry, is of the wrong type or range), or None."""
     config = record.get("config")
     if not isinstance(config, dict):
         return "its config is not a mapping"
@@ -92,8 +88,7 @@ def _number(value) -> bool:
 
 
 def _unusable_diagnostics(entry) -> str | None:
-    """Why a record's locality entry cannot be read (its summary and per-layer
-    lists of numbers), or None."""
+    """Why a record's locality entry cannot be read, or None."""
     if entry is None:
         return None
     summary, layers = (entry.get("summary"), entry.get("layers")) if isinstance(entry, dict) \
@@ -114,29 +109,9 @@ def load_runs(path: str | Path, split_by_code: bool = False) -> pd.DataFrame:
 
 
 def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per run below ``path`` (completed, failed and interrupted), with its block;
-    and a tuned sweep's trials (:func:`ablation.report.tuned_block.trial_frame`).
-
-    With ``split_by_code`` runs of different code (``code``: the package's
-    version and commit, the backend's, Keras's and NumPy's versions) are
-    separate blocks too; by default they share a block and its caption says
-    they differ.
-
-    Columns: the switches, ``variant``, ``dataset``, ``model``, ``setting``
-    (the config keys that set this block apart, empty when there is one
-    block), ``seed``, ``status``, test top-1/top-5 and best validation top-1
-    as fractions, ``params``, ``trainable_params``, ``protocol``, ``test_images``
-    (the size of the test set), ``train_seconds``, ``train_images_per_s``,
-    ``error``, W&B group and mode, ``history`` (per-epoch rows), ``diagnostics``
-    (the record's locality entry, or None) and ``path``; ``best_test_top1``/``top5``
-    (the official protocol's best epoch), ``role`` and ``tuning`` (a tuned sweep's
-    final run: its search, and :func:`ablation.report.tuned_block.annotate_finals`'s
-    columns), ``published`` (the paper's top-1 a preset names), ``test_top1_correct``/``top5_correct``
-    (correct test images, where the accuracy sits on the test set's grid of
-    1/``test_images``: the accuracies are then snapped to it, removing float32
-    noise), ``timed_steps`` (training steps behind ``train_images_per_s``) and
-    ``temperature_start`` (a learnable temperature's initial value, sqrt(key_dim)).
-    """
+    """One row per run below ``path`` (completed, failed and interrupted) with its
+    block's ``setting`` label, and a tuned sweep's trials. ``split_by_code``: runs of
+    different code are separate blocks too (by default the caption says they differ)."""
     loaded = read_records(path)
     rows = []
     for file, record in loaded:
@@ -199,21 +174,16 @@ def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, p
 
 
 def tuned_identity(entry) -> dict[str, str]:
-    """A tuned final run's place among the settings: its searched keys differ per
-    variant on purpose (each is at its variant's best values), so they are
-    replaced by the search protocol, which sets the block apart."""
+    """A tuned final run's settings: its searched keys (which differ per variant on
+    purpose) replaced by the search protocol, which sets the block apart."""
     if not isinstance(entry, dict):
         return {}
     return {**{key: json.dumps("tuned") for key in entry["params"]},
             TUNING_SETTING: tuned_block.protocol_key(entry)}
 
 
-TUNING_SETTING = "tuning"
-
-
 def published(record: dict) -> dict | None:
-    """The paper's published top-1 per variant that the run's preset names
-    (``report.published``: source and top-1 by variant label), if any."""
+    """The paper's top-1 per variant that the run's preset names (``report.published``)."""
     entry = ((record.get("config") or {}).get("report") or {}).get("published")
     if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
             and isinstance(entry.get("top1"), dict)
@@ -224,18 +194,15 @@ def published(record: dict) -> dict | None:
 
 
 def identity(record: dict) -> dict[str, str]:
-    """What makes a run another experiment besides its config, as a setting-like
-    entry: its Keras backend (the data: :func:`_add_data_identity`)."""
+    """What makes a run another experiment besides its config: its Keras backend."""
     environment = record.get("environment")
     backend = environment.get("backend") if isinstance(environment, dict) else None
     return {"backend": json.dumps(str(backend or DEFAULT_BACKEND))}
 
 
 def _add_data_identity(runs: pd.DataFrame) -> None:
-    """Where a dataset x model holds runs on more than one recorded data
-    fingerprint, each run's fingerprint becomes part of its setting (a run
-    without one, ``unrecorded``), so each data is a block of its own. A run
-    that does not record its fingerprint (older records) joins the one known."""
+    """Where a dataset x model holds runs on more than one data fingerprint, each
+    run's fingerprint becomes part of its setting (a block per data)."""
     for _, block in runs.groupby(["dataset", "model", "protocol"]):
         known = block["data_fingerprint"].dropna().unique()
         if len(known) < 2:
@@ -247,8 +214,7 @@ def _add_data_identity(runs: pd.DataFrame) -> None:
 
 
 def describe_environment(environment: dict | None) -> str:
-    """``vit-ablation 0.1.0 @ 1a2b3c4, tensorflow 2.21.0, Keras 3.15.1, NumPy 2.3.5``
-    (what is unknown in older records is left out)."""
+    """``vit-ablation 0.1.0 @ 1a2b3c4, tensorflow 2.21.0, Keras 3.15.1, NumPy 2.3.5``."""
     env = environment if isinstance(environment, dict) else {}
     parts = [f"vit-ablation {describe_code(env.get('code'))}"]
     if env.get("backend"):
@@ -258,19 +224,9 @@ def describe_environment(environment: dict | None) -> str:
     return ", ".join(parts)
 
 
-# An accuracy within this many images of a whole number of correct images is
-# that number (float32 means over 10^4-10^5 images are off by far less).
-GRID_TOLERANCE = 0.05
-
-
 def snap_to_test_set(accuracy: pd.Series, test_images: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Accuracies as exact fractions k/N of the test set, and k (the correct images).
-
-    A record's accuracy is a float32 mean (``0.97500002384``) of k correct out of N
-    images; its table entry and gaps should be exactly 100 k/N. Where N is unknown
-    or the value is not within :data:`GRID_TOLERANCE` images of a whole count
-    (older records, another metric), it is kept as it is and k is NaN.
-    """
+    """Accuracies (float32 means) as exact fractions k/N of the test set, and k; where
+    N is unknown or the value is off the grid, kept as it is and k NaN."""
     count = accuracy * test_images
     on_grid = (count - count.round()).abs() < GRID_TOLERANCE
     correct = count.round().where(on_grid)
@@ -278,8 +234,8 @@ def snap_to_test_set(accuracy: pd.Series, test_images: pd.Series) -> tuple[pd.Se
 
 
 def timed_steps(record: dict) -> int | None:
-    """Training steps per run behind ``train_images_per_s``: every epoch except the
-    first of each attempt (tracing and compilation), each of ceil(images / batch)."""
+    """Training steps behind ``train_images_per_s``: every epoch but the first of each
+    attempt (tracing and compilation)."""
     config, data = record.get("config") or {}, record.get("data") or {}
     trainer = config.get("trainer") or {}
     epochs = record.get("epochs_completed") or len(record.get("history") or [])
@@ -291,8 +247,7 @@ def timed_steps(record: dict) -> int | None:
 
 
 def temperature_start(record: dict) -> float | None:
-    """The learnable temperature's start value T0 = sqrt(key_dim), in the form the
-    records report (the divisor of the logits; key_dim defaults to dim / heads)."""
+    """The learnable temperature's start value T0 = sqrt(key_dim)."""
     model = (record.get("config") or {}).get("model") or {}
     key_dim = model.get("key_dim") or (model.get("dim") and model.get("num_heads")
                                        and model["dim"] // model["num_heads"])
@@ -300,8 +255,7 @@ def temperature_start(record: dict) -> float | None:
 
 
 def record_protocol(record: dict) -> str:
-    """``holdout`` (validation split, final-epoch test; records older than the key)
-    or ``official`` (no validation split, test every epoch)."""
+    """``holdout`` (also records older than the key) or ``official``."""
     return (record.get("protocol")
             or ((record.get("config") or {}).get("trainer") or {}).get("protocol")
             or "holdout")
@@ -326,8 +280,7 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
 
 
 def _label(row, keys: tuple[str, ...]) -> str:
-    """A run's setting label over the differing ``keys``; a tuned final run's says
-    how it was tuned instead of its searched keys."""
+    """A run's setting label over the differing ``keys``; a tuned run's says how it was tuned."""
     values = row["_settings"]
     tuned = isinstance(row["tuning"], dict)
     parts = [tuned_block.protocol_label(row["tuning"])] if tuned else []

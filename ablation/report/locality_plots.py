@@ -12,7 +12,8 @@ from ablation.config.switches import BASELINE_LABEL
 from ablation.files import open_file
 from ablation.runs.record import ATTENTION_MAPS_FILE
 from ablation.report.locality_table import with_diagnostics
-from ablation.report.figures import VARIANT_COLORS, dodge, pyplot, save_figure, variant_label
+from ablation.report.figures import (VARIANT_COLORS, by_variant, dodge, grid, pyplot,
+                                     save_figure, variant_label)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
@@ -37,23 +38,18 @@ def _outline(ax, image: np.ndarray, width: int, height: int) -> None:
 
 def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
     """``quantity`` per layer for each variant: every head of every seed a dot, the
-    mean over heads and seeds a line (the ViT paper's Fig. 7 layout). The variants
-    of a layer sit side by side around it, so that their dots never coincide; the
-    legend, right of the panel, leaves the dots uncovered."""
+    mean over heads and seeds a line, the variants of a layer side by side."""
     diag = with_diagnostics(runs)
     if diag.empty:
         return None
     plt = pyplot()
     colors = VARIANT_COLORS
     groups = list(diag.groupby(BLOCK, sort=True))
-    fig, axes = plt.subplots(len(groups), 1, figsize=(9.5, 4.2 * len(groups)), squeeze=False,
-                             layout="constrained")
-    order = list(VARIANTS.values())
-    for ax, (key, block) in zip(axes.ravel(), groups):
-        labels = sorted(set(block.apply(variant_label, axis=1)), key=order.index)
-        for v, label in enumerate(labels):
-            mine = block[block.apply(variant_label, axis=1) == label]
-            offset = dodge(v, len(labels), LAYER_SHARE / max(len(labels), 1))
+    fig, axes = grid(plt, len(groups), width=9.5, height=4.2)
+    for ax, (key, block) in zip(axes, groups):
+        variants = by_variant(block)
+        for v, (label, mine) in enumerate(variants):
+            offset = dodge(v, len(variants), LAYER_SHARE / max(len(variants), 1))
             by_layer: dict[int, list[float]] = {}
             for entry in mine["diagnostics"]:
                 for layer in entry["layers"]:
@@ -80,8 +76,7 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
 
 
 def _load_maps(path: str) -> dict | None:
-    """A run's saved attention maps, or None (with a line saying why when the
-    file is there but cannot be used: a link, too large, not plain arrays)."""
+    """A run's saved attention maps, or None (a warning where the file is unusable)."""
     file = Path(path).parent / ATTENTION_MAPS_FILE
     if not os.path.lexists(file):
         return None
@@ -100,8 +95,8 @@ def _load_maps(path: str) -> dict | None:
 
 
 def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
-    """Per block: probe images x (first, middle, last layer) rows, one column per variant
-    (its lowest seed), the centre patch's head-averaged attention over the image."""
+    """Per block: a row per probe image and layer, a column per variant (its lowest
+    seed), the centre patch's head-averaged attention over the image."""
     diag = with_diagnostics(runs)
     if diag.empty:
         return []

@@ -1,9 +1,6 @@
-"""PNG figures: top-1 per variant, validation top-1 per epoch, learned temperatures.
-
-Every figure says what it shows: which statistic (mean over how many seeds,
-which seeds), what the error bars are, and for the temperature the start
-value it moved from. :func:`html_figures` embeds them in the HTML report with
-the same captions.
+"""PNG figures: top-1 per variant and validation top-1 per epoch, each saying what
+it shows (which statistic over which seeds, what the error bars are), and
+:func:`html_figures`, every figure embedded in the HTML report with its caption.
 """
 from __future__ import annotations
 
@@ -16,11 +13,35 @@ import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL
 from ablation.files import read_bytes
-from ablation.report.figures import (MARKERS, VARIANT_COLORS, completed_runs, grid, pyplot,
-                                     save_figure, seeds_text, variant_label)
+from ablation.report.figures import (MARKERS, VARIANT_COLORS, by_variant, completed_runs, grid,
+                                     pyplot, save_figure, seeds_text)
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
-from ablation.report.tuned_block import TUNING_CAPTION
+
+# One (dash pattern, marker) per variant, all different, drawn in VARIANTS order with
+# shrinking width, so an earlier line still shows around a later one on top of it.
+DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1)),
+          (0, (6, 2, 1, 2, 1, 2)), (0, (10, 3)), (0, (2, 3))]
+LINE_STYLES = list(zip(DASHES, MARKERS))
+WIDEST, NARROWEST = 3.2, 1.0   # line widths of the first and the last variant drawn
+BIGGEST, SMALLEST = 9.0, 4.0   # marker sizes likewise
+FIGURE_LIMIT = 64 << 20  # bytes of one plot embedded in the HTML report
+CAPTIONS = {
+    "top1": ("Test top-1 after the final epoch per variant: the point is the mean over the "
+             "seeds, the error bar ±1 sample standard deviation across them (none with one "
+             "seed); n under each label."),
+    "tuning": ("Validation top-1 of every trial against the searched value, per variant "
+               "(log scale); the filled marker is the variant's chosen value. Where "
+               "variants tried the same value, their points are set slightly apart "
+               "sideways (a few percent of the axis) so that none hides another."),
+    "val_top1": ("Validation top-1 per epoch (test top-1 under the official protocol), one line "
+                 "per variant, mean over the seeds named in the title."),
+    "temperature": ("Learned softmax temperature per layer: change from its start value "
+                    "T0 = sqrt(key_dim), in percent, mean over the seeds named in each panel; "
+                    "every panel on the same axis, the dashed line is the start."),
+    "locality_distance": "Mean attention distance per layer (dots: heads; line: their mean).",
+    "locality_entropy": "Normalised attention entropy per layer (dots: heads; line: their mean).",
+}
 
 
 def n_text(block: pd.DataFrame) -> str:
@@ -32,18 +53,9 @@ def n_text(block: pd.DataFrame) -> str:
     return "mean over n seeds (n per point)"
 
 
-TOP1_CAPTION = ("Test top-1 after the final epoch per variant: the point is the mean over the "
-                "seeds, the error bar ±1 sample standard deviation across them (none with one "
-                "seed); n under each label.")
-
-
 def top1_bars(table: pd.DataFrame, path: Path) -> Path:
-    """Mean test top-1 per variant with standard-deviation error bars.
-
-    Drawn as points, not bars: the axis is zoomed to the range of the means
-    (differences of a point or two), and a bar's length would then exaggerate
-    them by the hidden part of the axis.
-    """
+    """Mean test top-1 per variant with standard-deviation error bars: points, not bars,
+    whose length on the zoomed axis would exaggerate the differences."""
     plt = pyplot()
     groups = list(table.groupby(BLOCK, sort=False))
     fig, axes = grid(plt, len(groups))
@@ -73,30 +85,15 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
     return save_figure(fig, path, dpi=120)
 
 
-def _mean_history(block_runs: pd.DataFrame, column_filter) -> dict[str, pd.DataFrame]:
-    """Per variant: epochs x columns, averaged over seeds."""
+def _mean_history(block_runs: pd.DataFrame, metric: str) -> dict[str, pd.Series]:
+    """Per variant: ``metric`` per epoch, averaged over seeds."""
     out = {}
-    for label, group in block_runs.groupby(block_runs.apply(variant_label, axis=1)):
+    for label, group in by_variant(block_runs):
         frames = [pd.DataFrame(h).set_index("epoch") for h in group["history"] if h]
-        if not frames:
-            continue
-        stacked = pd.concat(frames)
-        columns = [c for c in stacked.columns if column_filter(c)]
-        if columns:
-            out[label] = stacked[columns].groupby(level=0).mean()
-    order = list(VARIANTS.values())
-    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
-
-
-# One (dash pattern, marker) per variant, in VARIANTS order, all different: where two
-# variants' curves coincide, the one drawn later does not hide the other. Lines are
-# drawn in that order with shrinking width and marker size and a little transparency,
-# so an earlier, wider line still shows around a later one on top of it.
-DASHES = ["-", (0, (6, 2)), (0, (1, 1.5)), (0, (6, 2, 1, 2)), (0, (3, 1)),
-          (0, (6, 2, 1, 2, 1, 2)), (0, (10, 3)), (0, (2, 3))]
-LINE_STYLES = list(zip(DASHES, MARKERS))
-WIDEST, NARROWEST = 3.2, 1.0   # line widths of the first and the last variant drawn
-BIGGEST, SMALLEST = 9.0, 4.0   # marker sizes likewise
+        stacked = pd.concat(frames) if frames else pd.DataFrame()
+        if metric in stacked:
+            out[label] = stacked[metric].groupby(level=0).mean()
+    return out
 
 
 def line_style(label: str) -> dict:
@@ -119,16 +116,15 @@ def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
 
 
 def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
-    """The figure of :func:`val_curves` (open; :func:`save_figure` fits, saves and
-    closes it)."""
+    """The figure of :func:`val_curves`, open."""
     plt = pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
     fig, axes = grid(plt, len(keys))
     for ax, key in zip(axes, keys):
         done = completed_runs(runs, key)
         metric, ylabel = _curve_metric(done)
-        for label, hist in _mean_history(done, lambda c, m=metric: c == m).items():
-            ax.plot(hist.index, 100 * hist[metric], label=label, **line_style(label))
+        for label, hist in _mean_history(done, metric).items():
+            ax.plot(hist.index, 100 * hist, label=label, **line_style(label))
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
@@ -141,30 +137,9 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
 
 def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
     """Validation top-1 per epoch (test top-1 under the official protocol), one line
-    per variant (mean over seeds), each variant with its own dashes and markers."""
+    per variant (mean over seeds)."""
     _, fig = val_figure(table, runs)
     return save_figure(fig, path, dpi=120)
-
-
-def temperature_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path | None:
-    """The learned temperatures' change from their start (see :mod:`temperature_plot`)."""
-    from ablation.report.temperature_plot import temperature_figure
-
-    return temperature_figure(table, runs, path)
-
-
-FIGURE_LIMIT = 64 << 20  # bytes of one plot embedded in the HTML report
-CAPTIONS = {
-    "top1": TOP1_CAPTION,
-    "tuning": TUNING_CAPTION,
-    "val_top1": ("Validation top-1 per epoch (test top-1 under the official protocol), one line "
-                 "per variant, mean over the seeds named in the title."),
-    "temperature": ("Learned softmax temperature per layer: change from its start value "
-                    "T0 = sqrt(key_dim), in percent, mean over the seeds named in each panel; "
-                    "every panel on the same axis, the dashed line is the start."),
-    "locality_distance": "Mean attention distance per layer (dots: heads; line: their mean).",
-    "locality_entropy": "Normalised attention entropy per layer (dots: heads; line: their mean).",
-}
 
 
 def html_figures(images: list[Path]) -> str:

@@ -1,15 +1,10 @@
 """The two statistics the report prints: paired gaps and factorial effects.
 
-Both take the seed as the experimental unit: a seed fixes the
-initialisation, the data order and every augmentation and mixing draw for
-all variants, so the variants of one seed are not independent runs. A gap
-or an effect is computed within each seed and its interval is the Student
-t-interval over the seeds (n - 1 degrees of freedom, scipy's t-test);
-Holm's adjustment is computed here, tied to statsmodels' by a test. Sweeps
-have 2-5 seeds: at that size a percentile bootstrap of the per-seed values
-is just their range (about 50 % coverage at n = 2, 75 % at n = 3), while the
-t-interval keeps its nominal 95 % coverage (assuming roughly normal
-per-seed values), so that is what both use.
+Both take the seed as the experimental unit: a seed fixes the initialisation,
+the data order and every augmentation draw for all variants, so the variants of
+one seed are not independent runs. A gap or an effect is computed within each
+seed and its interval is the Student t-interval over the seeds (n - 1 df); with
+a handful of seeds a bootstrap of the per-seed values is only their range.
 """
 from __future__ import annotations
 
@@ -19,30 +14,19 @@ import numpy as np
 import pandas as pd
 
 CONFIDENCE = 0.95
-
-
 SPREAD_TOLERANCE_PP = 1e-4  # one image of a 1,000,000-image test set
 
 
 def seed_interval(diffs) -> dict:
-    """Mean of per-seed values (differences or effects) with its 95 % t-interval.
-
-    Each value comes from one seed, the experimental unit: the seed fixes the
-    initialisation, the data order and every augmentation and mixing draw for all
-    variants, so the seeds are the independent replicates and the interval is
-    mean +- t(0.975, n-1) * sd / sqrt(n) (``scipy.stats.ttest_1samp``), given when
-    there are at least two seeds. Identical values have no spread: the interval is
-    zero-wide and ``no_spread`` says so (the caption must, too).
-    """
+    """Mean of per-seed values (differences or effects) with its 95 % t-interval
+    (two seeds or more); identical values have none: a zero-wide interval, ``no_spread``."""
     diffs = np.asarray(diffs, dtype=float)
     out = {"gap": float(diffs.mean()) if len(diffs) else np.nan, "pairs": len(diffs),
            "low": np.nan, "high": np.nan, "no_spread": False, "p": np.nan,
            "sd": float(diffs.std(ddof=1)) if len(diffs) >= 2 else np.nan}
     if len(diffs) >= 2:
-        # Records hold float32 accuracies: the same gap in images in every seed
-        # differs by ~1e-6 pp between seeds, and an exact test would give a
-        # hair-wide, "significant" interval. Below SPREAD_TOLERANCE_PP (far less
-        # than one image of any test set this tool reads) the spread is none.
+        # float32 accuracies: the same gap in every seed differs by round-off, which
+        # an exact test would call a hair-wide, "significant" interval
         if np.ptp(diffs) < SPREAD_TOLERANCE_PP:  # sd = 0: scipy would return NaN bounds
             out["low"] = out["high"] = float(diffs.mean())
             out["no_spread"], out["sd"] = True, 0.0
@@ -56,12 +40,8 @@ def seed_interval(diffs) -> dict:
 
 
 def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
-    """Mean of ``values - baseline`` over the seeds both have, with a 95 % t-interval.
-
-    Both series are indexed by seed. The interval is the paired Student
-    t-interval of the differences (:func:`seed_interval`; the same numbers as
-    ``scipy.stats.ttest_rel(...).confidence_interval()``).
-    """
+    """Mean of ``values - baseline`` (both indexed by seed) over the seeds both have,
+    with its paired 95 % t-interval (:func:`seed_interval`)."""
     seeds = values.index.intersection(baseline.index)
     v = values.loc[seeds].to_numpy(dtype=float)
     b = baseline.loc[seeds].to_numpy(dtype=float)
@@ -74,19 +54,9 @@ def paired_gap(values: pd.Series, baseline: pd.Series) -> dict:
 
 
 def holm(p_values) -> np.ndarray:
-    """Holm-adjusted p-values of one family of tests.
-
-    A block's Δ rows are one family per metric: with seven variants against the
-    ViT, seven tests, and an uncorrected 5 % threshold would flag a gap by
-    chance far more often than one time in twenty. NaN p-values (no test: one
-    seed, no spread) stay NaN and do not count towards the family's size.
-
-    Holm's step-down, as statsmodels' ``multipletests(method="holm")`` computes
-    it (a test ties the two): the k-th smallest of m p-values times
-    ``m - k + 1``, made non-decreasing in that order, capped at 1. Computed
-    here because statsmodels runs a full garbage collection on every call,
-    which is costly in a process holding a trained model's graphs.
-    """
+    """Holm-adjusted p-values of one family of tests (NaN: no test, not counted), as
+    statsmodels' ``multipletests(method="holm")`` gives them, without the full
+    garbage collection it runs on every call."""
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
     tested = np.flatnonzero(np.isfinite(p))
@@ -97,17 +67,9 @@ def holm(p_values) -> np.ndarray:
     return out
 
 
-def excludes_zero(low: float, high: float) -> bool:
-    """An interval that lies entirely above or below zero (NaN bounds: no)."""
-    return bool(np.isfinite(low) and np.isfinite(high) and (low > 0 or high < 0))
-
-
 def clean_zero(x: float, scale: float = 1.0) -> float:
-    """0.0 for a value that is zero up to floating-point round-off (``2.84e-14``).
-
-    OLS on exact data returns coefficients of order 1e-14 for an effect that is
-    exactly zero; printed, they look like a measurement.
-    """
+    """0.0 for a value that is zero up to floating-point round-off, which printed
+    would look like a measurement."""
     return 0.0 if np.isfinite(x) and abs(x) < 1e-9 * max(abs(scale), 1.0) else x
 
 
@@ -119,12 +81,8 @@ def effect_terms(factors: Sequence[str]) -> list[tuple[str, ...]]:
 
 
 def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
-    """The seeds whose runs hold every cell of the 2^k factorial over ``factors``.
-
-    Only these give every effect within the seed: a seed that lacks a cell is
-    confounded with the switches (ViT run with seed 1, the others with seed 0),
-    and its "effects" would mix the switches with the seed.
-    """
+    """The seeds whose runs hold every cell of the 2^k factorial over ``factors``: in
+    any other seed the switches are confounded with the seed."""
     cells = 2 ** len(factors)
     keys = runs[list(factors)].astype(bool).apply(tuple, axis=1)
     per_seed = keys.groupby(runs["seed"]).nunique()
@@ -132,13 +90,8 @@ def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
 
 
 def contrasts(factors: Sequence[str]) -> tuple[list[tuple[bool, ...]], dict]:
-    """The 2^k cells of the design and each term's +-1 contrast over them.
-
-    A term's contrast is the product of its switches' +-1 codes; its effect in
-    one seed is ``contrast @ y / 2^(k-1)``: the mean of the metric where the
-    contrast is +1 minus the mean where it is -1 (for a main effect, the change
-    when the switch goes off -> on, averaged over the other switches).
-    """
+    """The 2^k cells of the design and each term's +-1 contrast over them (the
+    product of its switches' codes; effect = contrast @ y / 2^(k-1))."""
     from itertools import product
 
     cells = list(product((False, True), repeat=len(factors)))
@@ -150,12 +103,8 @@ def contrasts(factors: Sequence[str]) -> tuple[list[tuple[bool, ...]], dict]:
 
 def seed_effects(runs: pd.DataFrame, factors: Sequence[str], metric: str,
                  seeds: Sequence) -> pd.DataFrame:
-    """Every term's effect within each of ``seeds`` (seeds that hold every cell:
-    :func:`complete_seeds`): one row per seed, one column per term.
-
-    The seed's runs of each cell are averaged (a cell run twice counts once), so
-    each seed contributes one value per effect, whatever the number of runs.
-    """
+    """Every term's effect within each of ``seeds`` (one row per seed, one column per
+    term), a cell run twice in a seed averaged."""
     cells, terms = contrasts(factors)
     runs = runs[runs["seed"].isin(seeds)]
     cell_of = {cell: i for i, cell in enumerate(cells)}
@@ -175,26 +124,12 @@ def factorial_effects(runs: pd.DataFrame, factors: Sequence[str],
                       metric: str) -> pd.DataFrame | None:
     """Effects of the switches on ``metric`` from a full factorial, with 95 % CIs.
 
-    The seed is the experimental unit. Each effect (main or interaction) is
-    computed within each seed from that seed's complete 2^k cells
-    (:func:`seed_effects`), and its interval is the Student t-interval over the
-    seeds, n - 1 degrees of freedom (:func:`seed_interval`), as for the paired
-    gaps. This is the randomised-block analysis with each effect tested against
-    its own seed-by-effect variation, as a mixed model with a random seed-by-term
-    term would test it: variants of one seed share the initialisation, the data
-    order and every augmentation draw, so they are not independent replicates,
-    and a residual pooled over them counts near-copies of a run as evidence (an
-    inert switch, run on and off, would halve every interval's variance for
-    nothing). Here it changes nothing: each seed's effect of the other switches
-    is the same with or without the inert switch's copies.
-
-    The point estimates equal the OLS coefficients (x 2) of ``y ~ switches + seed``
-    on a balanced design. One seed gives effects with no interval. ``p_holm``
-    adjusts the p-values across the block's terms (one family per metric);
-    ``sd`` is the spread of the per-seed effects (the power line plans with it).
-    Only the seeds that hold the full factorial count (see
-    :func:`complete_seeds`); when none does, the effects are not estimable and
-    None is returned. The column ``seeds`` counts the seeds used.
+    Each effect is computed within each complete seed and its interval is the
+    t-interval over the seeds, each effect tested against its own seed-by-effect
+    variation: a residual pooled over the variants of one seed would count
+    near-copies of a run (an inert switch on and off) as evidence. ``p_holm``
+    adjusts across the block's terms; ``seeds`` counts the seeds used; None when no
+    seed holds every cell.
     """
     runs = runs[np.isfinite(runs[metric].to_numpy(dtype=float))]  # a run without it
     seeds = complete_seeds(runs, factors)

@@ -1,10 +1,5 @@
-"""The numbers of the report, as DataFrames (percent, full precision).
-
-:func:`comparison` gives one row per block (dataset x model x setting) and
-variant, in the paper's order, including variants that are missing, only
-failed or only interrupted; :func:`factorial` gives each switch's effect and interactions where a
-block holds a full factorial. Formatting lives in :mod:`ablation.report.render`.
-"""
+"""The numbers of the report, as DataFrames (percent, full precision): the
+comparison (one row per block and variant) and the factorial effects."""
 from __future__ import annotations
 
 import logging
@@ -13,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
-from ablation.config.switches import REGISTRY
-from ablation.config.switches import factor_labels, tied_variants, variants
+from ablation.config.switches import REGISTRY, factor_labels, tied_variants, variants
 from ablation.report import power
 from ablation.report.stats import factorial_effects, holm, paired_gap
 
@@ -51,29 +45,12 @@ def blocks(runs: pd.DataFrame):
 
 
 def comparison(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per block and variant; accuracies and gaps in percentage points.
-
-    Gaps are paired by seed against the block's plain ViT; ``*_low``/``*_high``
-    are the paired 95 % t-interval (n - 1 df; NaN with fewer than two pairs) and
-    ``*_no_spread`` is true where every paired difference was the same (a
-    zero-wide interval that measures nothing). ``test_images`` is the block's
-    test-set size (one image = 100 / test_images points).
-    ``status`` is ``ok``, ``failed`` (runs exist, none completed, one failed),
-    ``interrupted`` (runs exist, none completed, none failed: a rerun resumes them) or
-    ``missing``; ``n_failed`` and ``n_interrupted`` count the runs that did not complete.
-
-    Also: ``d_*_p`` (the paired t-test's p) and ``d_*_p_holm`` (Holm-adjusted
-    across the block's Δ rows, one family per metric), ``d_*_sd`` (sd of the
-    paired differences), ``d_*_images`` (the mean gap in test images),
-    ``*_correct`` (mean correct test images per seed), ``best_*`` (the official
-    protocol's best epoch, mean and sd), ``timed_steps`` (the fewest training
-    steps a variant's speed was timed over) and the power columns of
-    :func:`ablation.report.power.add_power`.
-    """
+    """One row per block and variant, in the paper's order, missing variants
+    included; accuracies and gaps (paired by seed against the block's ViT, with
+    their t-interval, p and Holm-adjusted p) in percentage points."""
     out = []
-    for (dataset, model, protocol, setting), block in blocks(runs):
-        rows = _block_rows(block, dataset, model, protocol, setting)
-        frame = pd.DataFrame(rows)
+    for key, block in blocks(runs):
+        frame = pd.DataFrame(_block_rows(block, *key))
         for name in ("top1", "top5"):
             frame[f"d_{name}_p_holm"] = holm(frame[f"d_{name}_p"])
         out.append(power.add_power(frame))
@@ -81,15 +58,28 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _status(completed: int, statuses: pd.Series) -> str:
-    """A variant's state in its block: ``ok`` once a run completed; else ``failed``
-    where one failed, ``interrupted`` where runs were only stopped (a rerun resumes
-    them), ``missing`` where there is no run."""
-    if completed:
-        return "ok"
-    for status in ("failed", "interrupted"):
-        if (statuses == status).any():
-            return status
-    return "missing"
+    """``ok`` once a run completed, else ``failed``, ``interrupted`` or ``missing``."""
+    return "ok" if completed else next(
+        (s for s in ("failed", "interrupted") if (statuses == s).any()), "missing")
+
+
+NO_GAP = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0, "no_spread": False,
+          "p": np.nan, "sd": np.nan}
+
+
+def _mean_sd(row: dict, name: str, values: pd.Series) -> None:
+    row[f"{name}_mean"] = values.mean() if len(values) else np.nan
+    row[f"{name}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
+
+
+def summarise(row: dict, name: str, values: pd.Series, base: pd.Series, is_base: bool) -> dict:
+    """Put the mean, sd and paired gap to ``base`` (indexed by seed) of one variant's
+    per-seed ``values`` into ``row`` as ``<name>_mean`` ... ``d_<name>_high``; the gap."""
+    _mean_sd(row, name, values)
+    gap = NO_GAP if is_base or base.empty or not len(values) else paired_gap(values, base)
+    row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
+        gap["gap"], gap["low"], gap["high"])
+    return gap
 
 
 def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[dict]:
@@ -108,24 +98,14 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
                "n_interrupted": int((mine["status"] == "interrupted").sum()),
                "status": _status(len(ok), mine["status"])}
         for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
-            values = 100 * ok[metric]
-            row[f"{name}_mean"] = values.mean() if len(ok) else np.nan
-            row[f"{name}_std"] = values.std(ddof=1) if len(ok) > 1 else np.nan
-            if variant == BASELINE or base.empty or not len(ok):
-                gap = {"gap": np.nan, "low": np.nan, "high": np.nan, "pairs": 0,
-                       "no_spread": False, "p": np.nan, "sd": np.nan}
-            else:
-                gap = paired_gap(values, 100 * base[metric])
-            row[f"d_{name}"], row[f"d_{name}_low"], row[f"d_{name}_high"] = (
-                gap["gap"], gap["low"], gap["high"])
+            gap = summarise(row, name, 100 * ok[metric], 100 * base[metric],
+                            variant == BASELINE)
             row[f"d_{name}_no_spread"] = gap["no_spread"]
             row[f"d_{name}_p"], row[f"d_{name}_sd"] = gap["p"], gap["sd"]
             row["pairs"] = gap["pairs"]
             correct = ok[f"{metric}_correct"]
             row[f"{name}_correct"] = correct.mean() if correct.notna().all() else np.nan
-            best = 100 * ok[f"best_{metric}"].dropna()
-            row[f"best_{name}_mean"] = best.mean() if len(best) else np.nan
-            row[f"best_{name}_std"] = best.std(ddof=1) if len(best) > 1 else np.nan
+            _mean_sd(row, f"best_{name}", 100 * ok[f"best_{metric}"].dropna())
         row["params"] = ok["params"].iloc[0] if len(ok) else np.nan
         trainable = ok["trainable_params"].dropna()  # older records lack it
         row["trainable_params"] = trainable.iloc[0] if len(trainable) else np.nan
@@ -145,8 +125,7 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
 
 
 def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
-    """A tuned final variant's search (:mod:`ablation.report.tuned_block`): its values,
-    the best trial's validation top-1 (percent), the trials run and the budget."""
+    """A tuned final variant's search (:mod:`ablation.report.tuned_block`)."""
     runs = ok if len(ok) else mine
     tuned = runs[runs["tuning"].map(lambda e: isinstance(e, dict))] if "tuning" in runs \
         else runs.iloc[:0]
@@ -161,8 +140,8 @@ def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
 
 
 def _published(mine: pd.DataFrame, label: str, protocol: str) -> dict:
-    """The paper's top-1 for this variant, where the runs' preset names one and the
-    block measures what the paper did (the official protocol's best epoch)."""
+    """The paper's top-1 for this variant, where the preset names one and the block
+    measures what the paper did (the official protocol)."""
     entries = [e for e in mine.get("published", pd.Series(dtype=object)) if isinstance(e, dict)]
     if protocol != "official" or not entries or label not in entries[0]["top1"]:
         return {"paper_top1": np.nan, "paper_source": None}
@@ -170,12 +149,8 @@ def _published(mine: pd.DataFrame, label: str, protocol: str) -> dict:
 
 
 def factorial_design(block: pd.DataFrame) -> list[str] | None:
-    """The factors of a full factorial in this block's completed runs, or None.
-
-    With the temperature tied to the mask in every run, LSA (mask + temp.)
-    is one factor and the design is 2^2 over ``spt`` and ``lsa``; with all
-    eight combinations completed it is 2^3.
-    """
+    """The factors of a full factorial in this block's completed runs (2^3, or 2^2
+    with the temperature tied to the mask), or None."""
     done = block[block["status"] == "completed"]
     present = set(switch_key(done))
     if set(VARIANTS) <= present:
@@ -185,52 +160,56 @@ def factorial_design(block: pd.DataFrame) -> list[str] | None:
     return None
 
 
-def factorial(runs: pd.DataFrame) -> pd.DataFrame:
-    """Main effects and interactions per block holding a full factorial (percentage points).
+EFFECT_COLUMNS = ("effect", "low", "high", "p_value", "p_holm", "sd", "no_spread")
 
-    Only seeds that hold every cell of the factorial are fitted (column
-    ``seeds``). A block whose effects cannot be estimated (no seed holds the
-    full factorial, e.g. the ViT run with seed 1 and the others with seed 0,
-    where the switches are confounded with the seed) gets no effects and one
-    warning; its key is listed in ``attrs["not_estimable"]`` so the rendered
-    report can say why.
-    """
+
+def effects_table(key, block: pd.DataFrame, factors: list[str], measures: dict[str, str],
+                  joiner: str) -> pd.DataFrame | None:
+    """The factorial effects of ``block`` on each measure (name -> column), one row per
+    term (its factors' labels joined by ``joiner``); None where not estimable."""
+    fitted = {name: factorial_effects(block, factors, column) for name, column in measures.items()}
+    if any(e is None for e in fitted.values()):
+        return None
+    first = next(iter(fitted.values()))
+    table = first.set_index("term")[["order"]].copy()
+    for name, effects in fitted.items():
+        effects = effects.set_index("term")
+        for col in EFFECT_COLUMNS:
+            table[f"{name}_{col}"] = effects[col]
+    table = table.reset_index()
+    labels = factor_labels(factors)
+    table["term"] = [joiner.join(labels[f] for f in t.split(" x ")) for t in table["term"]]
+    for i, (column, value) in enumerate(zip(BLOCK, key)):
+        table.insert(i, column, value)
+    table["seeds"] = first["seeds"].to_numpy()
+    return table
+
+
+def factorial(runs: pd.DataFrame) -> pd.DataFrame:
+    """Main effects and interactions per block holding a full factorial (percentage
+    points), from the seeds that hold every cell; a block where none does gets a
+    warning and its key in ``attrs["not_estimable"]``."""
     out, not_estimable = [], []
-    for (dataset, model, protocol, setting), block in blocks(runs):
+    for key, block in blocks(runs):
         factors = factorial_design(block)
         if factors is None:
             continue
         done = block[block["status"] == "completed"]
-        per_metric = {}
-        for metric, name in (("test_top1", "top1"), ("test_top5", "top5")):
-            scaled = done.assign(**{metric: 100 * done[metric]})
-            per_metric[name] = factorial_effects(scaled, factors, metric)
-        if any(e is None for e in per_metric.values()):
-            key = (dataset, model, protocol, setting)
+        done = done.assign(test_top1=100 * done["test_top1"], test_top5=100 * done["test_top5"])
+        table = effects_table(key, done, factors, {"top1": "test_top1", "top5": "test_top5"},
+                              " x ")
+        where = " x ".join(str(k) for k in key if k)
+        if table is None:
             not_estimable.append(key)
             log.warning("%s: factorial effects left out: no seed has a completed run of "
                         "every variant, so the switches cannot be told apart from the seed",
-                        " x ".join(str(k) for k in key if k))
+                        where)
             continue
-        fitted = int(per_metric["top1"]["seeds"].iloc[0])
+        fitted = int(table["seeds"].iloc[0])
         if fitted < done["seed"].nunique():
             log.warning("%s: factorial effects from the %d seed(s) that have every variant; "
-                        "%d other seed(s) left out of the fit", " x ".join(
-                            str(k) for k in (dataset, model, protocol, setting) if k),
-                        fitted, done["seed"].nunique() - fitted)
-        per_metric = {k: v.set_index("term") for k, v in per_metric.items()}
-        table = per_metric["top1"][["order"]].copy()
-        for name, effects in per_metric.items():
-            for col in ("effect", "low", "high", "p_value", "p_holm", "sd", "no_spread"):
-                table[f"{name}_{col}"] = effects[col]
-        table = table.reset_index()
-        labels = factor_labels(factors)
-        table["term"] = [" x ".join(labels[f] for f in t.split(" x ")) for t in table["term"]]
-        table.insert(0, "setting", setting)
-        table.insert(0, "protocol", protocol)
-        table.insert(0, "model", model)
-        table.insert(0, "dataset", dataset)
-        table["seeds"] = per_metric["top1"]["seeds"].to_numpy()
+                        "%d other seed(s) left out of the fit", where, fitted,
+                        done["seed"].nunique() - fitted)
         out.append(table)
     effects = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
     effects.attrs["not_estimable"] = not_estimable

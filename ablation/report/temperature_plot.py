@@ -1,23 +1,21 @@
-"""``temperature.png``: how far each layer's learned temperature moved from its start.
-
-Plotted as the change from the start value T0 = sqrt(key_dim) in percent, with
-epoch 0 at zero and a dashed line there, every panel on one shared axis that
-spans at least ±:data:`FLOOR_PCT` %: a drift of a fraction of a percent then
-looks as small as it is, instead of filling a panel autoscaled to it. Each
-panel names the seeds it averages.
+"""``temperature.png``: how far each layer's learned temperature moved from its
+start T0 = sqrt(key_dim), in percent, every panel on one shared axis of at least
+±:data:`FLOOR_PCT` %, so a small drift looks as small as it is.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ablation.report.figures import (TEMPERATURE_KEY, completed_runs, grid, pyplot, save_figure,
-                                     seeds_text, variant_label)
+from ablation.report.figures import (by_variant, completed_runs, grid, pyplot, save_figure,
+                                     seeds_text)
 from ablation.report.render import block_title
-from ablation.report.tables import BLOCK, VARIANTS
+from ablation.report.tables import BLOCK
 
+TEMPERATURE_KEY = re.compile(r"^temperature/block_(\d+)(?:/head_\d+)?$")
 FLOOR_PCT = 5.0   # the axis spans at least ±5 % of the start value
 MARGIN = 1.15     # room above the largest change
 
@@ -35,7 +33,7 @@ def changes(block_runs: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[int]
     """Per variant: epochs (0 first) x layers of the mean % change from the start,
     the seeds averaged, and whether the start is T0 (else the first epoch's value)."""
     out = {}
-    for label, group in block_runs.groupby(block_runs.apply(variant_label, axis=1)):
+    for label, group in by_variant(block_runs):
         frames, seeds, from_t0 = [], [], True
         for _, run in group.iterrows():
             layers = _layers(run["history"])
@@ -51,8 +49,7 @@ def changes(block_runs: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, list[int]
             seeds.append(int(run["seed"]))
         if frames:
             out[label] = (pd.concat(frames).groupby(level=0).mean(), seeds, from_t0)
-    order = list(VARIANTS.values())
-    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+    return out
 
 
 def limit(changes: list[pd.DataFrame]) -> float:

@@ -1,13 +1,9 @@
 """A tuned sweep in the report: its trials, each variant's chosen values, a figure.
 
-A tuned sweep (docs/tuning.md) leaves two kinds of record: *trials* (``role:
-trial``), scored on validation, and *final runs* (``role: final`` with a
-``tuning`` entry) at their study's best values. Trials never enter the
-comparison table; final runs do, as a block of their own (their searched keys
-differ per variant on purpose), annotated here with what the search found:
-the chosen values, the best trial's validation top-1 and the trials run. A
-run of the shared recipe in the same folder keeps its own block beside it.
-Every number comes from the trial records, so it can be traced to them.
+A tuned sweep leaves *trials* (``role: trial``), scored on validation, and *final
+runs* (a ``tuning`` entry) at their study's best values. Trials never enter the
+comparison; final runs do, as a block of their own, annotated with what the
+search found, every number from the trial records.
 """
 from __future__ import annotations
 
@@ -21,6 +17,7 @@ import pandas as pd
 from ablation.config.switches import variant_label
 
 PROTOCOL_KEYS = ("params", "spread", "sampler_seed", "search_seed", "epochs")
+DODGE_SHARE = 0.015  # of the panel's span of log10(value) between two variants' points
 
 
 def _finite_positive(value) -> bool:
@@ -51,16 +48,13 @@ def protocol_label(entry: dict) -> str:
 
 
 def protocol_key(entry: dict) -> str:
-    """What sets one search protocol apart from another, as a setting value (the
-    budget aside: a rerun with more trials extends the same search, and its final
-    runs replace those of the smaller budget as later runs of the same seed)."""
+    """What sets one search protocol apart, as a setting value (the budget aside: a
+    rerun with more trials extends the same search)."""
     return json.dumps({k: entry.get(k) for k in PROTOCOL_KEYS}, sort_keys=True)
 
 
 def sweep_folder(record_path) -> str:
-    """The sweep folder a run's record lies in (``<sweep>/<job folder>/run.json``): one
-    search per study and sweep folder, so a report over a parent folder keeps two
-    sweeps' identical searches apart."""
+    """The sweep folder of a run's record: one search per study and sweep folder."""
     return str(Path(record_path).parent.parent)
 
 
@@ -83,11 +77,9 @@ def trial_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
-    """Each tuned final run's search: ``tuned_values`` (its searched keys' values),
-    ``tuned_val_top1`` (the study's best trial's validation top-1, a fraction),
-    ``tuned_trials`` (the study's trials with a record, whatever their status) and
-    ``tuned_budget`` (the largest budget its final runs were launched under), each
-    from the final run's own sweep folder."""
+    """Each tuned final run's search, from its own sweep folder: ``tuned_values``,
+    ``tuned_val_top1`` (the best trial's), ``tuned_trials`` (with a record) and
+    ``tuned_budget`` (the largest its final runs were launched under)."""
     for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
         runs[col] = None
     sweeps = runs["path"].map(sweep_folder)
@@ -133,22 +125,13 @@ def protocol_sentence(block: pd.DataFrame) -> str:
             f"(seeds {', '.join(map(str, seeds))}) train at their variant's best values.")
 
 
-TUNING_CAPTION = ("Validation top-1 of every trial against the searched value, per variant "
-                  "(log scale); the filled marker is the variant's chosen value. Where "
-                  "variants tried the same value, their points are set slightly apart "
-                  "sideways (a few percent of the axis) so that none hides another.")
-DODGE_SHARE = 0.015  # of the panel's span of log10(value) between two variants' points
-
-
 def figure(trials: pd.DataFrame, path: Path) -> Path | None:
-    """Validation top-1 of each trial against its value of the first searched
-    key, one panel per dataset x model, one series per variant (its own colour
-    and marker, set a little apart sideways from the others)."""
+    """Validation top-1 of each trial against its value of the first searched key,
+    one panel per dataset x model, one series per variant."""
     from matplotlib import ticker
     from matplotlib.lines import Line2D
 
-    from ablation.report.figures import (VARIANT_COLORS, dodge, grid, pyplot, save_figure,
-                                         variant_marker)
+    from ablation.report.figures import MARKERS, VARIANT_COLORS, dodge, grid, pyplot, save_figure
     from ablation.report.tables import VARIANTS
 
     done = trials[trials["status"] == "completed"] if len(trials) else trials
@@ -169,7 +152,7 @@ def figure(trials: pd.DataFrame, path: Path) -> Path | None:
             x = mine["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)
             x = x * 10 ** dodge(v, len(labels), DODGE_SHARE * span)
             y = 100 * mine["objective"].to_numpy(dtype=float)
-            style = {"color": VARIANT_COLORS[label], "marker": variant_marker(label)}
+            style = {"color": VARIANT_COLORS[label], "marker": MARKERS[order.index(label)]}
             ranked = np.argsort(x)
             ax.plot(x[ranked], y[ranked], "-", alpha=0.7, label=label, markersize=5,
                     markerfacecolor="none", **style)

@@ -1,13 +1,8 @@
 """The report as a W&B run (job type ``report``) in the sweep's group.
 
-One report run per group and output folder: its id is derived from both, so
-making the report again (after a rerun, by hand) continues the same run instead of adding
-another. Online, W&B resumes it (``resume="allow"``): the tables and plots are
-logged again as its next step and the summary is updated. Offline, the earlier
-report folder of that id is set aside under ``<out>/.replaced/``, so only the
-newest is left to ``wandb sync``. W&B's own console output is silenced (as for
-the jobs' runs, unless ``verbose``); one log line names the run and the command that
-uploads the whole sweep, the report run included: :func:`sync_command`.
+One report run per group and output folder (its id derived from both): making the
+report again continues it (online, ``resume="allow"``; offline, the earlier run's
+folder is set aside under ``<out>/.replaced/``).
 """
 from __future__ import annotations
 
@@ -21,47 +16,36 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
+# the summary's stand-in for the setting of a dataset x model x protocol that is one
+# block (its setting label is empty); a real label is never a bare "-"
+NO_SETTING = "-"
+
 
 def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *,
-               settings: Mapping, group: str | None, directory: Path,
-               replaced: Path | None = None) -> dict | None:
-    """Log the comparison (and effects) as ``wandb.Table`` s and the plots as images.
-
-    ``settings`` holds mode, project and entity (the ``wandb`` config group);
-    with mode ``disabled`` nothing is imported or written. An earlier offline
-    report run is set aside into ``replaced/wandb`` (the report generation's
-    own set-aside folder; a new one when None). Returns the run's id and folder.
-    """
-    if settings.get("mode", "offline") == "disabled":
-        return None
-
-    from ablation.report.generation import report_replaced_folder
+               settings: Mapping, group: str | None, directory: Path, replaced: Path) -> dict:
+    """Log the comparison (and effects) as ``wandb.Table`` s and the plots as images
+    (``settings``: mode, project, entity); an earlier offline report run is set aside
+    into ``replaced/wandb``. Returns the run's id and folder."""
     from ablation.runs.tracking import (console_settings, open_run, set_aside_offline_runs,
                                         wandb_folders)
 
     directory = Path(directory)
     run_id = report_run_id(group, directory)
-    set_aside_offline_runs(directory / "wandb", run_id,
-                           (replaced or report_replaced_folder(directory)) / "wandb")
+    set_aside_offline_runs(directory / "wandb", run_id, replaced / "wandb")
     with wandb_folders(directory / "wandb"):
         run = open_run(settings["mode"], directory,
                        project=settings.get("project") or "vit-ablation",
                        entity=settings.get("entity"), group=group, job_type="report",
                        name=f"report-{group}" if group else "report",
-                       id=run_id, resume="allow",
-                       dir=str(directory), reinit="finish_previous",
+                       id=run_id, resume="allow", dir=str(directory), reinit="finish_previous",
                        # a variant of its own: a view grouped by variant gains no empty group
-                       config={"source": str(directory), "variant": REPORT_VARIANT},
+                       config={"source": str(directory), "variant": "report"},
                        settings=console_settings(settings))
         return _log(run, table, effects, images, directory)
 
 
-REPORT_VARIANT = "report"
-
-
 def _log(run, table, effects, images, directory: Path) -> dict:
-    """The tables, plots and per-variant summaries (:func:`summary_key`) into the
-    report's W&B ``run``."""
+    """The tables, plots and per-variant summaries into the report's W&B ``run``."""
     import wandb
 
     from ablation.runs.tracking import where
@@ -85,17 +69,9 @@ def _log(run, table, effects, images, directory: Path) -> dict:
             "sync": sync_command(directory) if run.offline else None}
 
 
-# the summary's stand-in for the setting of a dataset x model x protocol that is one
-# block (its setting label is empty); a real label is never a bare "-"
-NO_SETTING = "-"
-
-
 def summary_key(row: Mapping, metric: str) -> str:
     """``<dataset>/<model>/<protocol>/<setting>/<variant>/<metric>``: a comparison row's
-    summary key in the report run. The block is the tables' whole block key, so blocks
-    that differ only in their setting (a backend, a shared recipe beside a tuned one, a
-    swept key) never write the same key, and each part has its ``/`` escaped (and ``%``,
-    the escape), so a part holding one cannot pass for two."""
+    summary key, each part's ``/`` (and ``%``) escaped so it cannot pass for two."""
     setting = row.get("setting")
     setting = str(setting) if isinstance(setting, str) and setting else NO_SETTING
     parts = [row["dataset"], row["model"], row["protocol"], setting, row["variant"]]
@@ -103,22 +79,16 @@ def summary_key(row: Mapping, metric: str) -> str:
 
 
 def sync_command(folder: Path) -> str:
-    """``wandb sync`` for a sweep folder's offline runs: every job's (``<job>/wandb/``)
-    and the report's (``<folder>/wandb/``). The folder is shell-quoted, the
-    patterns after it are not: pasted, it uploads those runs and runs nothing
-    else, whatever the folder's name holds (``;``, ``$(...)``, spaces, quotes)."""
+    """``wandb sync`` for a sweep folder's offline runs, the jobs' and the report's;
+    the folder shell-quoted, the patterns after it not."""
     quoted = shlex.quote(str(folder))
     return f"wandb sync {quoted}/wandb/offline-run-* {quoted}/*/wandb/offline-run-*"
 
 
 def report_run_id(group: str | None, directory: Path) -> str:
     """The report run's id: the same for every report of one group into one output
-    folder, different for another folder, and valid whatever the group's name holds.
-
-    Both parts count: sweeps in different results folders share a group when they
-    share a ``name`` (every ``smoke`` sweep), and their report runs must stay apart
-    when both are synced; re-reporting into the same folder keeps its one run.
-    """
+    folder (sweeps in two results folders may share a group), valid whatever the
+    group's name holds."""
     key = f"group:{group}\nfolder:{Path(directory).resolve()}"
     return "report-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 

@@ -13,7 +13,7 @@ from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
 from ablation.files import atomic_write, make_folder
 from ablation.runs.record import find_records
 from ablation.report import (export, latex, locality_plots, locality_table, plots, render,
-                             tuned_block)
+                             temperature_plot, tuned_block)
 from ablation.report.generation import generation, prune_replaced
 from ablation.report.load import ReportError, load, load_runs
 from ablation.report.tables import comparison, factorial
@@ -35,10 +35,6 @@ class Report:
     wandb: dict | None = None
 
 
-def _atomic_write(path: Path, text: str) -> Path:
-    return atomic_write(path, text, fsync=False)  # the umask's mode, like run.json
-
-
 def _most_common(values) -> str | None:
     values = [v for v in values if v]
     return Counter(values).most_common(1)[0][0] if values else None
@@ -47,21 +43,12 @@ def _most_common(values) -> str | None:
 def write_report(path: str | Path, *, out_dir: str | Path | None = None,
                  wandb_settings: Mapping | None = None, make_plots: bool = True,
                  lock_wait_s: float = LOCK_WAIT_S, split_by_code: bool = False) -> Report:
-    """Read the records below ``path``; write comparison.{md,csv,tex,html},
-    comparison_full.tex and PNGs.
+    """Read the records below ``path``; write the report's files into ``out_dir``
+    (default: ``path``, or its folder) and log it to W&B (``wandb_settings``: mode,
+    project, entity; the mode defaults to the runs').
 
-    Outputs go to ``out_dir`` (default: ``path`` itself, or its folder if it is a
-    file). ``wandb_settings`` (mode, project, entity) defaults to the mode the
-    runs were logged with; the report run joins the runs' W&B group.
-    ``split_by_code``: runs of different code are separate blocks
-    (:func:`ablation.report.load.load_runs`).
-
-    One report at a time per output folder: two sweeps finishing together (or a
-    sweep and a hand-made report) would otherwise interleave their files and W&B
-    report folders. The report holds the folder's report lock
-    (:func:`ablation.runs.lock.job_lock`, file ``.report.lock``), waiting up to
-    ``lock_wait_s`` for another report to finish and then making its own (with
-    the records as they are then); after that wait, :class:`ReportError`.
+    One report at a time per output folder: it holds the folder's report lock,
+    waiting up to ``lock_wait_s`` for another report, then :class:`ReportError`.
     """
     path = Path(path)
     out = Path(out_dir) if out_dir else (path if path.is_dir() else path.parent)
@@ -77,7 +64,7 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
 
 
 def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
-                  make_plots: bool, split_by_code: bool = False) -> Report:
+                  make_plots: bool, split_by_code: bool) -> Report:
     runs, trials = load(path, split_by_code=split_by_code)
     make_folder(out)
     with generation(out) as current:
@@ -102,42 +89,35 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
 
 
 def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,
-                 trials: pd.DataFrame | None = None) -> Report:
+                 trials: pd.DataFrame) -> Report:
     """Every file of one report generation, into the folder ``out``."""
-    table = comparison(runs)
-    effects = factorial(runs)
-    # Locality diagnostics: empty when no run carries them.
+    table, effects = comparison(runs), factorial(runs)
     local, local_effects = locality_table.locality_table(runs), locality_table.locality_effects(runs)
-    markdown = render.markdown(table, effects) + locality_table.markdown(local, local_effects)
-    local_tex = locality_table.latex(local, local_effects)
+
+    def page(style):
+        return (render.elements(table, effects, style)
+                + locality_table.elements(local, local_effects, style))
+
     images = []
     if make_plots:  # before the HTML, which embeds them
-        images.append(plots.top1_bars(table, out / "top1.png"))
-        images.append(plots.val_curves(table, runs, out / "val_top1.png"))
-        for extra in (plots.temperature_curves(table, runs, out / "temperature.png"),
-                      tuned_block.figure(trials, out / "tuning.png") if trials is not None
-                      and len(trials) else None):
-            if extra:
-                images.append(extra)
-        images += locality_plots.figures(runs, out)
-    files = [
-        _atomic_write(out / "comparison.md", markdown),
-        # the tables a paper prints, and every column for an appendix
-        _atomic_write(out / "comparison.tex", latex.document(table, effects, local_tex)),
-        _atomic_write(out / "comparison_full.tex",
-                      latex.document(table, effects, local_tex, full=True)),
-        _atomic_write(out / "comparison.html", render.html_page(table, effects)
-                      + locality_table.html_section(local, local_effects)
-                      + plots.html_figures(images)),
-        _atomic_write(out / "comparison.csv", export.comparison_csv(table)),
-    ]
-    if not effects.empty:
-        files.append(_atomic_write(out / "factorial_effects.csv",
-                                   export.effects_csv(effects, table)))
-    if not local.empty:
-        files.append(_atomic_write(out / "locality.csv", export.csv_text(local)))
-    if not local_effects.empty:
-        files.append(_atomic_write(out / "locality_effects.csv",
-                                   export.csv_text(local_effects)))
-    files += images
-    return Report(runs, table, effects, markdown, files)
+        images = [plots.top1_bars(table, out / "top1.png"),
+                  plots.val_curves(table, runs, out / "val_top1.png"),
+                  temperature_plot.temperature_figure(table, runs, out / "temperature.png"),
+                  tuned_block.figure(trials, out / "tuning.png"),
+                  *locality_plots.figures(runs, out)]
+        images = [image for image in images if image]
+    local_tex = locality_table.latex(local, local_effects)
+    texts = {"comparison.md": render.markdown_page(page(render.MARKDOWN)),
+             # the tables a paper prints, and every column for an appendix
+             "comparison.tex": latex.document(table, effects, local_tex),
+             "comparison_full.tex": latex.document(table, effects, local_tex, full=True),
+             "comparison.html": render.html_page(page(render.HTML)) + plots.html_figures(images),
+             "comparison.csv": export.comparison_csv(table)}
+    for name, frame in (("factorial_effects.csv", effects), ("locality.csv", local),
+                        ("locality_effects.csv", local_effects)):
+        if not frame.empty:
+            texts[name] = (export.effects_csv(frame, table) if frame is effects
+                           else export.csv_text(frame))
+    # the umask's mode, like run.json
+    files = [atomic_write(out / name, text, fsync=False) for name, text in texts.items()]
+    return Report(runs, table, effects, texts["comparison.md"], files + images)
