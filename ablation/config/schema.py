@@ -51,6 +51,7 @@ def _switch(value):
     raise ValueError("not a boolean")
 
 
+MAX_ATTENTION_MAPS = 32  # probe images whose maps a run saves: the report draws a row each
 # Counts stay below 2**31: TensorFlow takes them as 32-bit integers.
 PositiveInt = _integer("must be a positive integer below 2**31", gt=0, lt=2**31)
 Count = _integer("must be an integer in [0, 2**31)", ge=0, lt=2**31)
@@ -198,7 +199,8 @@ class Diagnostics(BaseModel):
     probe_images: Count  # positive when enabled: ablation.config.validate
     probe_seed: Seed
     every_epoch: Flag
-    attention_maps: Count
+    attention_maps: _integer(f"must be an integer in [0, {MAX_ATTENTION_MAPS}] (the maps the "
+                             f"report draws)", ge=0, le=MAX_ATTENTION_MAPS)
 
 
 class Published(BaseModel):

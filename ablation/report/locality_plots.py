@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ablation.config.schema import MAX_ATTENTION_MAPS
 from ablation.config.switches import BASELINE_LABEL
 from ablation.files import open_file
 from ablation.runs.record import ATTENTION_MAPS_FILE
@@ -19,8 +21,8 @@ from ablation.report.tables import BLOCK, VARIANTS
 
 log = logging.getLogger(__name__)
 
-MAPS_LIMIT = 64 << 20  # bytes of one run's attention_maps.npz the report reads
-MAX_MAP_IMAGES = 32  # probe images drawn per run, one row each (diagnostics.attention_maps: 3)
+MAPS_LIMIT = 64 << 20  # bytes of one run's attention_maps.npz the report reads, unpacked too
+MAX_MAP_BLOCKS = 3  # the probe keeps the first, middle and last block's maps
 MAP_ARRAYS = ("images", "blocks", "maps", "rows", "cols", "patch_size")
 LAYER_SHARE = 0.7  # of the space between two layers that the variants' dots span
 
@@ -81,17 +83,50 @@ def _load_maps(path: str) -> dict | None:
     if not os.path.lexists(file):
         return None
     try:
-        with open_file(file, MAPS_LIMIT) as f, np.load(f, allow_pickle=False) as z:
-            maps = {k: z[k] for k in MAP_ARRAYS}
-    except (OSError, ValueError, KeyError, EOFError) as e:
+        with open_file(file, MAPS_LIMIT) as f:
+            if problem := _shapes_problem(_headers(f)):
+                log.warning("%s skipped: not the maps a run saves (%s)", file, problem)
+                return None
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as z:
+                return {k: z[k] for k in MAP_ARRAYS}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         log.warning("%s skipped: %s", file, e)
         return None
-    if not all(a.dtype.kind in "fiub" for a in maps.values()) or \
-            len(maps["images"]) > MAX_MAP_IMAGES:
-        log.warning("%s skipped: not the maps a run saves (numeric arrays, at most %d "
-                    "images)", file, MAX_MAP_IMAGES)
-        return None
-    return maps
+
+
+def _headers(f) -> dict[str, tuple[tuple, np.dtype]]:
+    """Each array's (shape, dtype) from its ``.npy`` header, nothing unpacked past it."""
+    found = {}
+    with zipfile.ZipFile(f) as z:
+        for name in MAP_ARRAYS:
+            with z.open(f"{name}.npy") as member:
+                version = np.lib.format.read_magic(member)
+                read = {(1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if read is None:
+                    raise ValueError(f"{name}.npy: .npy format {version} is not one NumPy writes")
+                shape, _, dtype = read(member)
+                found[name] = (shape, dtype)
+    return found
+
+
+def _shapes_problem(headers: dict[str, tuple[tuple, np.dtype]]) -> str | None:
+    """Why arrays of these shapes are not what a run saves, or None: numeric, at most
+    :data:`MAX_ATTENTION_MAPS` images and :data:`MAX_MAP_BLOCKS` blocks, a map per
+    image and block, and no more than the read cap once unpacked."""
+    (images, _), (blocks, _), (maps, _) = (headers[k] for k in ("images", "blocks", "maps"))
+    if not all(dtype.kind in "fiub" for _, dtype in headers.values()):
+        return "an array that is not numbers"
+    if len(images) < 1 or images[0] > MAX_ATTENTION_MAPS or len(blocks) != 1 \
+            or not 1 <= blocks[0] <= MAX_MAP_BLOCKS or len(maps) != 4 \
+            or maps[:2] != (images[0], blocks[0]):
+        return (f"images {images}, blocks {blocks}, maps {maps}: at most "
+                f"{MAX_ATTENTION_MAPS} images, {MAX_MAP_BLOCKS} blocks, one map each")
+    unpacked = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in headers.values())
+    if unpacked > MAPS_LIMIT:
+        return f"{unpacked:,} bytes unpacked, over the {MAPS_LIMIT:,}-byte cap"
+    return None
 
 
 def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:

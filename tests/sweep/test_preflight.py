@@ -33,6 +33,9 @@ CASES = {
     "patch does not divide image": (["model.patch_size=5"],
                                     "model.patch_size=5 does not divide model.image_size=16"),
     "zero epochs": (["trainer.epochs=0"], "trainer.epochs=0 must be a positive integer"),
+    "more attention maps than the report draws": (
+        ["diagnostics.attention_maps=40"],
+        "diagnostics.attention_maps=40 must be an integer in [0, 32] (the maps the report draws)"),
     "epochs past 32 bits": (["trainer.epochs=99999999999999999999"],
                             "trainer.epochs=99999999999999999999 must be a positive integer "
                             "below 2**31"),
