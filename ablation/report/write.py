@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
-from ablation.files import atomic_write, make_folder
-from ablation.runs.record import find_records
+from ablation.files import atomic_write, is_folder, is_regular, make_folder
+from ablation.runs.record import RECORD_FILENAME, find_records
 from ablation.report import (export, latex, locality_plots, locality_table, plots, render,
                              temperature_plot, tuned_block)
 from ablation.report.generation import generation, prune_replaced
@@ -72,7 +73,9 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
     report.files = [out / f.name for f in report.files]
     settings = dict(wandb_settings or {})
     settings.setdefault("mode", _most_common(runs["wandb_mode"]) or "disabled")
-    if settings["mode"] != "disabled":
+    if settings["mode"] != "disabled" and (problem := _wandb_folder_problem(out)):
+        log.warning("W&B report run not logged: %s; the report files are written", problem)
+    elif settings["mode"] != "disabled":
         from ablation.report.wandb_run import log_report
 
         images = [f for f in report.files if f.suffix == ".png"]
@@ -86,6 +89,19 @@ def _write_report(path: Path, out: Path, wandb_settings: Mapping | None,
                         type(e).__name__, detail)
     prune_replaced(out)
     return report
+
+
+def _wandb_folder_problem(out: Path) -> str | None:
+    """Why the report's W&B run may not go into ``<out>/wandb``, or None: a job's
+    folder (its ``wandb/`` is the job's own, and ``wandb sync`` would upload the
+    report as the job), or a ``wandb`` entry that is a link or not a folder."""
+    if is_regular(out / RECORD_FILENAME):
+        return (f"{out} is a job's folder, whose wandb/ holds the job's own run: report "
+                f"it with --out <another folder>, or report its sweep")
+    wandb = out / "wandb"
+    if os.path.lexists(wandb) and not is_folder(wandb):
+        return f"{wandb} is a symbolic link or not a folder: remove it"
+    return None
 
 
 def _write_files(runs: pd.DataFrame, out: Path, make_plots: bool,

@@ -120,3 +120,26 @@ def test_a_failing_wandb_step_never_crashes_the_report(tmp_path, caplog):
     assert report.wandb is None and (tmp_path / "comparison.md").exists()
     lines = [r.getMessage() for r in caplog.records if "W&B report run not logged" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize("where", ["a job's folder", "a linked wandb folder"])
+def test_the_report_run_never_goes_into_a_jobs_wandb_or_through_a_link(tmp_path, caplog, where):
+    """A job's wandb/ holds the job's run (``wandb sync`` would upload the report as
+    the job); a linked one would write elsewhere: one line, the report files written."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if where == "a job's folder":  # the report of one job, written beside it
+        target = out = record(tmp_path / "sweep", True, True, True, 0, 0.5, name="job")
+        (out / "wandb").mkdir()
+    else:
+        for spt, lsa in ((False, False), (True, True)):
+            record(tmp_path / "sweep", spt, lsa, lsa, 0, 0.5)
+        target = out = tmp_path / "sweep"
+        (out / "wandb").symlink_to(elsewhere)
+    with caplog.at_level(logging.WARNING):
+        report = write_report(target, out_dir=out, make_plots=False,
+                              wandb_settings={"mode": "offline"})
+    assert report.wandb is None and (out / "comparison.md").exists()
+    lines = [r.getMessage() for r in caplog.records if "W&B report run not logged" in r.getMessage()]
+    assert len(lines) == 1 and ("job's folder" in lines[0] or "symbolic link" in lines[0])
+    assert list(elsewhere.iterdir()) == [] and not list(out.glob("wandb/*run-*"))
