@@ -47,13 +47,21 @@ def report_name(name: str) -> bool:
 
 def _earlier_files(out: Path) -> list[Path]:
     """The files of the earlier generation that its manifest lists and a report writes."""
+    return _manifest(out)[0]
+
+
+def _manifest(out: Path) -> tuple[list[Path], str | None]:
+    """(the earlier generation's files, as :func:`_earlier_files`; why ``report.json``
+    could not be read, or None when it is absent or read)."""
+    if not os.path.lexists(out / MANIFEST):
+        return [], None
     try:
         names = json.loads(read_text(out / MANIFEST, MANIFEST_LIMIT))["files"]
         names = [n for n in names if isinstance(n, str)]
-    except (OSError, ValueError, KeyError, TypeError):
-        names = []
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return [], f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
     return [out / n for n in names
-            if n == Path(n).name and report_name(n) and is_regular(out / n)]
+            if n == Path(n).name and report_name(n) and is_regular(out / n)], None
 
 
 def add_to_generation(out: Path, name: str, data: str | bytes) -> Path:
@@ -96,8 +104,13 @@ def generation(out: Path) -> Iterator[Generation]:
     try:
         yield current
         files = sorted(p.name for p in entries(stage) if is_regular(p))
-        earlier = _earlier_files(out)
+        earlier, damaged = _manifest(out)
         theirs = [n for n in files if os.path.lexists(out / n) and out / n not in earlier]
+        if theirs and damaged:
+            raise ReportError(
+                f"{out / MANIFEST}, which lists what an earlier report wrote, cannot be read "
+                f"({damaged}), so {', '.join(theirs)} may be the user's: nothing was replaced; "
+                f"move {MANIFEST} and those files aside, or write the report elsewhere (--out DIR)")
         if theirs:
             raise ReportError(
                 f"{out} holds {', '.join(theirs)}, which no earlier report there wrote: "

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from ablation.runs.lock import REPORT_LOCK_FILE, JobBusy, job_lock
-from ablation.files import atomic_write, is_folder, is_regular, make_folder
+from ablation.files import (atomic_write, is_folder, is_regular, make_folder,
+                            remove_empty_folder, remove_file)
 from ablation.runs.record import RECORD_FILENAME, find_records
 from ablation.report import (export, latex, locality_plots, locality_table, plots, render,
                              temperature_plot, tuned_block)
@@ -55,9 +56,16 @@ def write_report(path: str | Path, *, out_dir: str | Path | None = None,
     out = Path(out_dir) if out_dir else (path if path.is_dir() else path.parent)
     if not path.exists() or not find_records(path):
         load_runs(path)  # its one-line error, before a lock file is made
+    new_folder, new_lock = not os.path.lexists(out), not os.path.lexists(out / REPORT_LOCK_FILE)
     try:
         with job_lock(out, name=REPORT_LOCK_FILE, wait_s=lock_wait_s):
             return _write_report(path, out, wandb_settings, make_plots, split_by_code)
+    except ReportError:  # refused: leave the folder as it was found
+        if new_lock:
+            remove_file(out / REPORT_LOCK_FILE)
+        if new_folder:
+            remove_empty_folder(out)
+        raise
     except JobBusy as e:
         raise ReportError(f"{e.folder} is being reported by another process "
                           f"(host {e.holder.get('host', '?')}, pid {e.holder.get('pid', '?')}); "

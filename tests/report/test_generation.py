@@ -148,3 +148,36 @@ def test_pruning_never_touches_a_folder_named_like_a_report_by_its_user(tmp_path
             (current.stage / "comparison.md").write_text(str(n))
         prune_replaced(tmp_path)
     assert (mine / "top1.png").read_bytes() == b"the paper's figure"
+
+
+def test_a_refused_out_folder_is_left_as_it_was_found(tmp_path):
+    """``--out`` at a folder of the user's whose names the report would replace: one
+    line, and neither a lock file nor a staging folder is left in it."""
+    from ablation.report import write_report
+    from ablation.report.load import ReportError
+    from tests.helpers.records import record
+
+    for spt, lsa in ((False, False), (True, True)):
+        record(tmp_path / "sweep", spt, lsa, lsa, 0, 0.5)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "comparison.md").write_text("my notes")
+    with pytest.raises(ReportError, match="holds comparison.md"):
+        write_report(tmp_path / "sweep", out_dir=out, make_plots=False,
+                     wandb_settings={"mode": "disabled"})
+    assert sorted(p.name for p in out.iterdir()) == ["comparison.md"]
+    assert (out / "comparison.md").read_text() == "my notes"
+
+
+def test_a_damaged_manifest_in_the_way_is_named(tmp_path):
+    """An earlier report whose ``report.json`` no longer parses: the refusal names it,
+    not only the files it would have vouched for."""
+    (tmp_path / "comparison.md").write_text("an earlier report")
+    (tmp_path / MANIFEST).write_text('{"files": ["comparison.md"')
+    from ablation.report.load import ReportError
+
+    with pytest.raises(ReportError, match=r"report.json, which lists what an earlier report "
+                                          r"wrote, cannot be read \(JSONDecodeError"), \
+            generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("report")
+    assert (tmp_path / "comparison.md").read_text() == "an earlier report"
