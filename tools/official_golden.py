@@ -17,10 +17,20 @@ inputs and writes ``tests/data/official_golden.npz``, which
   random erasing (``RandomErasing``: whether, and where);
 - ``torch.optim.AdamW``'s trajectory on fixed gradients of several scales.
 
+``--cait`` writes ``tests/data/official_golden_cait.npz`` instead (read by
+``tests/model/test_cait.py``), from the official ``create_model`` (``--model cait``,
+``--sd 0.1``): the CaiT's logits (32 px, CIFAR-100) for :func:`golden_weights`
+plain, SPT + LSA as published (its -1e-9 diagonal) and SPT + LSA with a real
+mask (the official forward with the diagonal set to -inf after the
+pre-softmax head mixing: the suite's default), the parameter counts of every
+spt/lsa combination at 32 px (100 classes) and 64 px (200 classes), and a
+fresh model's LayerScale values.
+
 Usage, in an environment with torch, einops, pillow and numpy::
 
     git clone https://github.com/aanna0701/SPT_LSA_ViT /tmp/SPT_LSA_ViT
     python tools/official_golden.py /tmp/SPT_LSA_ViT
+    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
+OUT_CAIT = OUT.with_name("official_golden_cait.npz")
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 LOGIT_IMAGES = 8          # the first images, fed to the official models
 INIT_SAMPLE = 2000        # values kept per parameter
@@ -100,6 +111,8 @@ def golden_weights(names_shapes, seed: int) -> dict:
         elif "norm" in name or name.startswith("mlp_head.0") or "merging.1" in name:
             base = 1.0 if name.endswith("weight") else 0.0
             values[name] = base + 0.1 * rng.standard_normal(shape)
+        elif "mix_heads" in name:  # CaiT's talking heads: as their randn init
+            values[name] = rng.standard_normal(shape)
         elif name in ("pos_embedding", "cls_token"):
             values[name] = 0.5 * rng.standard_normal(shape)
         else:
@@ -242,6 +255,99 @@ def record_adamw(record: dict) -> None:
     record["adamw_trajectory"] = np.stack(trajectory)
 
 
+def _timm_stand_in() -> None:
+    """``timm.models.layers`` as the official models use it (``create_model`` imports
+    Swin and T2T, which take ``to_2tuple``, ``trunc_normal_`` and ``DropPath`` from it)."""
+    import types
+
+    import torch
+    from utils.drop_path import DropPath
+
+    layers = types.ModuleType("timm.models.layers")
+    layers.to_2tuple = lambda x: x if isinstance(x, tuple) else (x, x)
+    layers.trunc_normal_ = torch.nn.init.trunc_normal_
+    layers.DropPath = DropPath
+    sys.modules.setdefault("timm", types.ModuleType("timm"))
+    sys.modules.setdefault("timm.models", types.ModuleType("timm.models"))
+    sys.modules.setdefault("timm.models.layers", layers)
+
+
+def _cait(size: int, classes: int, spt: bool, lsa: bool):
+    import argparse
+
+    from models.create_model import create_model
+    return create_model(size, classes, argparse.Namespace(model="cait", sd=0.1, is_SPT=spt,
+                                                          is_LSA=lsa))
+
+
+def _masked_forward(self, x, context=None):
+    """The official CaiT ``Attention.forward`` with a real diagonal mask: -inf after
+    the pre-softmax head mixing (the official code writes -1e-9 before it)."""
+    import torch
+    from einops import rearrange
+    from torch import einsum
+
+    h = self.heads
+    context = x if context is None else context
+    qkv = (self.to_q(x), *self.to_kv(context).chunk(2, dim=-1))
+    q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=h), qkv)
+    scale = self.scale.view(1, h, 1, 1) if self.is_LSA else self.scale
+    dots = einsum("b h i d, b h j d -> b h i j", q, k) * scale
+    dots = einsum("b h i j, h g -> b g i j", dots, self.mix_heads_pre_attn)
+    if self.is_LSA and self.if_patch_attn:
+        eye = torch.eye(dots.shape[-1], dtype=torch.bool)
+        dots = dots.masked_fill(eye, float("-inf"))
+    attn = einsum("b h i j, h g -> b g i j", self.attend(dots), self.mix_heads_post_attn)
+    out = rearrange(einsum("b h i j, b h j d -> b h i d", attn, v), "b h n d -> b n (h d)")
+    return self.to_out(out)
+
+
+def record_cait(record: dict, images: np.ndarray) -> None:
+    import torch
+    from models import cait
+
+    counts = [[size, classes, spt, lsa, sum(p.numel() for p in _cait(size, classes, spt, lsa)
+                                            .parameters() if p.requires_grad)]
+              for size, classes in ((32, 100), (64, 200)) for spt in (0, 1) for lsa in (0, 1)]
+    record["param_counts"] = np.array(counts, np.int64)  # image size, classes, spt, lsa, count
+    torch.manual_seed(0)
+    fresh = _cait(32, 100, True, True)
+    record["layer_scale_init"] = np.array(
+        [[float(layer[j].scale.detach().flatten()[0]) for j in (0, 1)]
+         for stack in (fresh.patch_transformer, fresh.cls_transformer) for layer in stack.layers])
+    mean, std = (np.array(s, np.float32) for s in CIFAR100_STAT)
+    x = ((images[:LOGIT_IMAGES] / np.float32(255) - mean) / std).astype(np.float32)
+    record["images"], record["normalised"] = images[:LOGIT_IMAGES], x
+    official_forward = cait.Attention.forward
+    for label, flag, forward in (("cait", False, official_forward),
+                                 ("slcait", True, official_forward),
+                                 ("slcait_masked", True, _masked_forward)):
+        torch.manual_seed(0)
+        model = _cait(32, 100, flag, flag).eval()
+        state = model.state_dict()
+        names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
+        weights = golden_weights(names, seed=1)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        cait.Attention.forward = forward
+        try:
+            with torch.no_grad():
+                logits = model(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
+        finally:
+            cait.Attention.forward = official_forward
+        record[f"{label}_logits"] = logits
+        record[f"{label}_names"] = np.array(json.dumps([[n, list(s)] for n, s in names]))
+        record[f"{label}_checksum"] = np.float64(sum(float(v.sum()) for v in weights.values()))
+
+
+def main_cait(repo: str) -> None:
+    sys.path.insert(0, repo)
+    _timm_stand_in()
+    record = {}
+    record_cait(record, golden_images())
+    np.savez_compressed(OUT_CAIT, **record)
+    print(f"wrote {OUT_CAIT} ({OUT_CAIT.stat().st_size:,} bytes)")
+
+
 def main(repo: str) -> None:
     sys.path.insert(0, repo)
     np.int = int  # the official tables use the alias numpy removed
@@ -263,4 +369,6 @@ def main(repo: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/SPT_LSA_ViT")
+    arguments = [a for a in sys.argv[1:] if a != "--cait"]
+    (main_cait if "--cait" in sys.argv[1:] else main)(
+        arguments[0] if arguments else "/tmp/SPT_LSA_ViT")

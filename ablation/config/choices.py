@@ -18,3 +18,4 @@ PROTOCOLS = ("holdout", "official")
 NORMALIZATIONS = ("adapted", "official")
 # trainer.epsilon_form (see ablation.train.optimizer): where AdamW adds its epsilon.
 EPSILON_FORMS = ("keras", "torch")
+ARCHITECTURES = ("vit", "cait")  # model.architecture: ablation.model.build's builders

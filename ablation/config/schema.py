@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 
 from ablation.config.refusals import ConfigError
 from ablation.config.switches import SWITCHES
-from ablation.config.choices import (AUGMENTATION_IMPLEMENTATIONS, EPSILON_FORMS,
+from ablation.config.choices import (ARCHITECTURES, AUGMENTATION_IMPLEMENTATIONS, EPSILON_FORMS,
                                      INITIALISATIONS, NORMALIZATIONS, PRECISIONS, PROTOCOLS,
                                      WANDB_MODES)
 
@@ -122,6 +122,9 @@ class Model(BaseModel):
     drop_path: Rate
     init: _one_of(INITIALISATIONS)
     layer_norm_epsilon: PositiveNumber
+    architecture: _one_of(ARCHITECTURES)  # the build function (ablation/model/build.py)
+    class_depth: PositiveInt | None      # cait's own; null in a vit preset
+    official_cait_mask: Flag | None      # cait's own; null in a vit preset
 
 
 class Statistics(BaseModel):

@@ -37,7 +37,8 @@ PRESET_GROUP = "experiment"
 # checkpoint's) config that lacks one is read with it, so an older run still
 # compares, resumes and reports beside a new one. A run's own config holds every key.
 ADDED_SETTINGS = {
-    "model.init": "keras", "model.layer_norm_epsilon": 1e-6,
+    "model.init": "keras", "model.layer_norm_epsilon": 1e-6, "model.architecture": "vit",
+    "model.class_depth": None, "model.official_cait_mask": None,
     "augmentation.crop_padding": 0, "augmentation.policy": None,
     "augmentation.random_erasing": 0.0, "augmentation.mixing.probability": 0.0,
     "augmentation.mixing.mixup_alpha": 1.0, "augmentation.mixing.cutmix_alpha": 1.0,

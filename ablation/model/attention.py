@@ -1,5 +1,6 @@
 """Multi-head self-attention with the paper's Locality Self-Attention switches
-(``lsa`` and ``learnable_temperature``), in public ``keras.ops`` only."""
+(``lsa`` and ``learnable_temperature``), in public ``keras.ops`` only; CaiT's
+talking heads and class attention (queries from some tokens, keys from others)."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +12,11 @@ from keras import layers, ops
 
 from ablation.model.folded_attention import folded_attention
 from ablation.model.regularization import Configured, FastDropout
+
+
+# The diagonal value the official CaiT writes for its "mask" (models/cait.py):
+# the self-logit becomes about 0 instead of being removed.
+OFFICIAL_CAIT_DIAGONAL = -1e-9
 
 
 def _large_negative(dtype) -> float:
@@ -57,11 +63,28 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
     ``qkv_bias=True``: the q, k and v projections have biases, as
     ``keras.layers.MultiHeadAttention`` (keras.io); the official code's have
     none. The output projection always has one.
+
+    CaiT's attention (``ablation.model.cait``):
+
+    - ``talking_heads`` (Shazeer et al. 2020): two learned (heads, heads)
+      matrices mix the heads' logits before the softmax and their weights
+      after it. The diagonal mask goes on the mixed logits, just before the
+      softmax: written before the mixing, a large negative logit would be
+      mixed into every head's logits with either sign.
+    - a ``context`` in the call: the queries come from the tokens, the keys
+      and values from the context (CaiT's class attention: the class token
+      reads the patches). The queries' own tokens are not among the keys
+      then, so there is no diagonal to mask; the temperature applies.
+    - ``official_cait_mask`` (with ``mask_diagonal``): instead of the mask,
+      write -1e-9 on the diagonal of the scaled logits before the head
+      mixing, as the official CaiT does: the self-logit becomes about zero,
+      which removes nothing. For reproducing the official numbers only.
     """
 
     TEMPERATURE_FORMS = ("divide", "multiply")
     CONFIG = ("num_heads", "key_dim", "dropout", "mask_diagonal", "learnable_temperature",
-              "temperature_per_head", "temperature_form", "qkv_bias")
+              "temperature_per_head", "temperature_form", "qkv_bias", "talking_heads",
+              "official_cait_mask")
 
     def __init__(
         self,
@@ -73,6 +96,8 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         temperature_per_head: bool = False,
         temperature_form: str = "divide",
         qkv_bias: bool = True,
+        talking_heads: bool = False,
+        official_cait_mask: bool = False,
         **kwargs,
     ):
         # Models saved while the route was a choice carry ``attention_kernel``;
@@ -90,6 +115,8 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         self.temperature_per_head = bool(temperature_per_head)
         self.temperature_form = str(temperature_form)
         self.qkv_bias = bool(qkv_bias)
+        self.talking_heads = bool(talking_heads)
+        self.official_cait_mask = bool(official_cait_mask)
         inner = self.num_heads * self.key_dim
         self.query = layers.Dense(inner, use_bias=self.qkv_bias, name="query")
         self.key = layers.Dense(inner, use_bias=self.qkv_bias, name="key")
@@ -114,6 +141,12 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
             )
         else:
             self.temperature = None
+        self.head_mixing = None
+        if self.talking_heads:  # official: torch.randn(heads, heads), before and after the softmax
+            self.head_mixing = [self.add_weight(
+                shape=(self.num_heads, self.num_heads),
+                initializer=keras.initializers.RandomNormal(stddev=1.0), name=name)
+                for name in ("pre_softmax_mixing", "post_softmax_mixing")]
 
     def _split_heads(self, x):
         x = ops.reshape(x, (-1, x.shape[1], self.num_heads, self.key_dim))
@@ -128,14 +161,25 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
             temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
         return x / temperature if self.temperature_form == "divide" else x * temperature
 
-    def attention_logits(self, tokens):
-        """Scaled, masked query-key logits, (batch, heads, tokens, tokens)."""
+    def _mix_heads(self, x, which: int):
+        """Talking heads: (batch, heads, i, j) mixed over heads by matrix ``which``
+        (0 before the softmax, 1 after), as the official einsum ``bhij,hg->bgij``."""
+        return ops.einsum("bhij,hg->bgij", x, ops.cast(self.head_mixing[which], x.dtype))
+
+    def attention_logits(self, tokens, context=None):
+        """Scaled, masked query-key logits, (batch, heads, queries, keys): the
+        queries from ``tokens``, the keys from ``context`` (default: ``tokens``)."""
         q = self._split_heads(self.query(tokens))
-        k = self._split_heads(self.key(tokens))
+        k = self._split_heads(self.key(tokens if context is None else context))
         logits = self._scaled(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))))
-        if self.mask_diagonal:
-            n = tokens.shape[1]
-            diagonal = ops.eye(n, dtype="bool")[None, None]
+        # with a context the queries' own tokens are not among the keys: no diagonal
+        masked = self.mask_diagonal and context is None
+        diagonal = ops.eye(tokens.shape[1], dtype="bool")[None, None] if masked else None
+        if masked and self.official_cait_mask:
+            logits = ops.where(diagonal, OFFICIAL_CAIT_DIAGONAL, logits)
+        if self.talking_heads:
+            logits = self._mix_heads(logits, 0)
+        if masked and not self.official_cait_mask:
             logits = ops.where(diagonal, _large_negative(logits.dtype), logits)
         return logits
 
@@ -146,9 +190,11 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         value = np.asarray(keras.ops.convert_to_numpy(self.temperature), dtype="float64")
         return value if self.temperature_form == "divide" else 1.0 / value
 
-    def attention_weights(self, tokens):
-        """The softmax attention weights, for tests and locality diagnostics."""
-        return ops.softmax(self.attention_logits(tokens), axis=-1)
+    def attention_weights(self, tokens, context=None):
+        """The weights applied to the values (the softmax, head-mixed after it with
+        talking heads), for tests and locality diagnostics."""
+        weights = ops.softmax(self.attention_logits(tokens, context), axis=-1)
+        return self._mix_heads(weights, 1) if self.talking_heads else weights
 
     def fast_attention_logits(self, tokens):
         """:meth:`attention_logits` up to rounding, faster: the scale on the
@@ -167,11 +213,12 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
             return None
         return ops.cast(diagonal_bias(n, str(dtype)), dtype)
 
-    def mix(self, weights, tokens):
-        """Attention weights (after dropout) applied to the values, projected out."""
-        v = self._split_heads(self.value(tokens))
+    def mix(self, weights, tokens, context=None):
+        """Attention weights (after dropout) applied to the values (of ``context``
+        where given, else ``tokens``), projected out: one output per query."""
+        v = self._split_heads(self.value(tokens if context is None else context))
         mixed = ops.transpose(ops.matmul(weights, v), (0, 2, 1, 3))
-        mixed = ops.reshape(mixed, (-1, tokens.shape[1], self.num_heads * self.key_dim))
+        mixed = ops.reshape(mixed, (-1, weights.shape[2], self.num_heads * self.key_dim))
         return self.output_dense(mixed)
 
     def folds_projections(self, dim: int) -> bool:
@@ -192,12 +239,16 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         weight products (:func:`ablation.model.folded_attention.folded_attention`)."""
         return folded_attention(self, tokens, training=training)
 
-    def call(self, tokens, training=None):
-        if self.folds_projections(tokens.shape[-1]):
+    def call(self, tokens, context=None, training=None):
+        if context is not None or self.talking_heads or self.official_cait_mask:
+            # CaiT's attention: the explicit route (the fast ones assume neither)
+            weights = self.attention_weights(tokens, context)
+        elif self.folds_projections(tokens.shape[-1]):
             return self.folded_call(tokens, training=training)
-        weights = ops.softmax(self.fast_attention_logits(tokens), axis=-1)
+        else:
+            weights = ops.softmax(self.fast_attention_logits(tokens), axis=-1)
         weights = self.attention_dropout(weights, training=training)
-        return self.mix(weights, tokens)
+        return self.mix(weights, tokens, context)
 
     def compute_output_shape(self, input_shape):
         return input_shape

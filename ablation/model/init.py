@@ -4,7 +4,9 @@
   standard normal (``torch.randn``); every Linear layer xavier-normal, i.e.
   normal with variance 2 / (fan_in + fan_out), biases zero. The official q/k/v
   projection is one fused ``Linear(dim, 3 * inner)``: each of the three Dense
-  layers here is drawn with the fused matrix's variance.
+  layers here is drawn with the fused matrix's variance. The official CaiT
+  fuses only k and v (``to_q``, ``to_kv``: ``qkv_fused=(1, 2, 2)``) and draws
+  its talking-heads matrices standard normal.
 - ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
   kernels, zero biases), and the position embedding as its ``Embedding``
   layer's, uniform in +-0.05.
@@ -26,13 +28,17 @@ def _xavier_normal(rng: np.random.Generator, shape, fan_in: int, fan_out: int) -
     return rng.normal(0.0, np.sqrt(2.0 / (fan_in + fan_out)), shape)
 
 
-def initial_values(path: str, shape, scheme: str, rng: np.random.Generator):
-    """The initial value of the weight at ``path`` (None: keep the layer's own)."""
+def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
+                   qkv_fused=(3, 3, 3)):
+    """The initial value of the weight at ``path`` (None: keep the layer's own);
+    ``qkv_fused``: how many of q, k, v the official Linear holding each of them fuses."""
     if scheme == "official":
-        if path.endswith(("class_token/token", "position_embedding/embedding")):
+        if path.endswith(("class_token/token", "position_embedding/embedding",
+                          "attention/pre_softmax_mixing", "attention/post_softmax_mixing")):
             return rng.standard_normal(shape)
-        if path.endswith(QKV):  # one third of the fused (dim, 3 * inner) matrix
-            return _xavier_normal(rng, shape, shape[0], 3 * shape[1])
+        for end, fused in zip(QKV, qkv_fused):  # a part of the fused (dim, n * inner) matrix
+            if path.endswith(end):
+                return _xavier_normal(rng, shape, shape[0], fused * shape[1])
         if path.endswith("/kernel") and len(shape) == 2:
             return _xavier_normal(rng, shape, shape[0], shape[1])
         return None
@@ -41,7 +47,8 @@ def initial_values(path: str, shape, scheme: str, rng: np.random.Generator):
     return None
 
 
-def initialise(model, scheme: str = "keras", seed: int | None = None) -> None:
+def initialise(model, scheme: str = "keras", seed: int | None = None,
+               qkv_fused=(3, 3, 3)) -> None:
     """Re-draw ``model``'s weights as ``scheme`` describes (see the module's note)."""
     if scheme not in INITIALISATIONS:
         raise ValueError(f"model.init={scheme!r} is not one of {', '.join(INITIALISATIONS)}")
@@ -49,6 +56,6 @@ def initialise(model, scheme: str = "keras", seed: int | None = None) -> None:
         return
     rng = np.random.default_rng(None if seed is None else [int(seed), 0x1D17])
     for variable in model.weights:
-        value = initial_values(variable.path, tuple(variable.shape), scheme, rng)
+        value = initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused)
         if value is not None:
             variable.assign(value.astype(variable.dtype))

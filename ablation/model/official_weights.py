@@ -1,4 +1,4 @@
-"""Official weights in ``model=paper``: an ``SPT_LSA_ViT`` state dict, loaded.
+"""Official weights in ``model=paper`` or ``model=cait``: an ``SPT_LSA_ViT`` state dict, loaded.
 
 The official ViT (aanna0701/SPT_LSA_ViT, ``models/vit.py``) and ``model=paper``
 compute the same function with differently laid out weights:
@@ -13,6 +13,12 @@ compute the same function with differently laid out weights:
 - ``is_LSA`` is one flag there: the diagonal mask and a learnable per-head
   scale. A state dict with ``scale`` entries needs ``lsa=true
   learnable_temperature=true``; the mask itself has no weight to check.
+
+The official CaiT (``models/cait.py``) is read the same way (:func:`cait_weights`):
+its ``to_q`` and fused ``to_kv``, LayerScale ``scale`` (1, 1, dim), talking
+heads ``mix_heads_pre_attn`` / ``mix_heads_post_attn`` (used as (heads, heads)
+as they are), ``patch_transformer`` to ``block_<i>``, ``cls_transformer`` to
+``class_block_<i>``.
 
 The official model is fed ``Normalize``-d tensors; ``model=paper`` normalises
 inside the model, so with the official constants (``augmentation=paper``) it
@@ -29,7 +35,7 @@ from ablation.model.vit import attention_layers
 
 # Project copy g of the shifted stack is official copy SPT_ORDER[g].
 SPT_ORDER = (0, 4, 2, 3, 1)
-_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper"
+_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper or model=cait"
 
 
 def _array(key, value) -> np.ndarray:
@@ -63,30 +69,30 @@ class _Official(dict):
         raise ValueError(f"not an SPT_LSA_ViT ViT state dict: it has no {key!r}")
 
 
-def _depth(state: Mapping) -> int:
-    parts = [k.split(".") for k in state if k.startswith("transformer.layers.")]
+def _depth(state: Mapping, stack: str = "transformer") -> int:
+    parts = [k.split(".") for k in state if k.startswith(f"{stack}.layers.")]
     if not all(len(p) > 3 and p[2].isdigit() for p in parts):
         raise ValueError("not an SPT_LSA_ViT ViT state dict: transformer.layers.<i>.… "
                          "entries need a block number")
     blocks = {int(p[2]) for p in parts}
     if not blocks or blocks != set(range(max(blocks) + 1)):
-        raise ValueError("not an SPT_LSA_ViT ViT state dict: no transformer.layers.<i> entries")
+        raise ValueError(f"not an SPT_LSA_ViT ViT state dict: no {stack}.layers.<i> entries")
     return max(blocks) + 1
 
 
-def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
-    """The official ``state_dict``'s values (or the official checkpoint's) under
-    ``model=paper``'s weight paths; ValueError for anything that is not one."""
-    official = _Official(_state(state))
-    depth = _depth(official)
-    spt = "to_patch_embedding.merging.2.weight" in official
+def _common(official: Mapping, tokenizer: str) -> dict[str, np.ndarray]:
+    """Embeddings, head and tokenizer (``tokenizer``: the official module's prefix
+    whose ``merging`` is SPT's, or whose ``1`` is the plain patch embedding)."""
     w = {"position_embedding/embedding": official["pos_embedding"][0],
          "class_token/token": official["cls_token"],
          "final_norm/gamma": official["mlp_head.0.weight"],
          "final_norm/beta": official["mlp_head.0.bias"],
          "logits/kernel": official["mlp_head.1.weight"].T,
          "logits/bias": official["mlp_head.1.bias"]}
+    spt = f"{tokenizer}merging.2.weight" in official
     if spt:
+        official = _Official({k.replace(tokenizer, "to_patch_embedding.", 1): v
+                              for k, v in official.items() if k.startswith(tokenizer)})
         features = official["to_patch_embedding.merging.1.weight"].shape[0]
         channels = 3 * len(SPT_ORDER)
         patch = int(round((features // channels) ** 0.5))
@@ -102,6 +108,18 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
     else:
         w["patch_tokenizer/projection/kernel"] = official["to_patch_embedding.1.weight"].T
         w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.1.bias"]
+    return w
+
+
+def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
+    """The official ``state_dict``'s values (or the official checkpoint's) under
+    ``model=paper``'s weight paths (``model=cait``'s for a CaiT's:
+    :func:`cait_weights`); ValueError for anything that is not one."""
+    official = _Official(_state(state))
+    if any(k.startswith("patch_transformer.") for k in official):
+        return cait_weights(official)
+    depth = _depth(official)
+    w = _common(official, "to_patch_embedding.")
     for i in range(depth):
         o, k = f"transformer.layers.{i}.", f"block_{i}/"
         q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
@@ -122,9 +140,40 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
     return w
 
 
+def cait_weights(official: Mapping) -> dict[str, np.ndarray]:
+    """An official CaiT's state dict (arrays) under ``model=cait``'s weight paths."""
+    official = _Official(official)
+    w = _common(official, "to_patch_embedding.0.")
+    for stack, name in (("patch_transformer", "block_"), ("cls_transformer", "class_block_")):
+        for i in range(_depth(official, stack)):
+            o, k = f"{stack}.layers.{i}.", f"{name}{i}/"
+            key, value = np.split(official[o + "0.fn.fn.to_kv.weight"], 2)
+            a, m = o + "0.fn.fn.", o + "1.fn.fn.net."
+            w.update({k + "attention/query/kernel": official[a + "to_q.weight"].T,
+                      k + "attention/key/kernel": key.T, k + "attention/value/kernel": value.T,
+                      k + "attention/output/kernel": official[a + "to_out.0.weight"].T,
+                      k + "attention/output/bias": official[a + "to_out.0.bias"],
+                      k + "attention/pre_softmax_mixing": official[a + "mix_heads_pre_attn"],
+                      k + "attention/post_softmax_mixing": official[a + "mix_heads_post_attn"],
+                      k + "attention_scale": official[o + "0.scale"],
+                      k + "mlp_scale": official[o + "1.scale"],
+                      k + "attention_norm/gamma": official[o + "0.fn.norm.weight"],
+                      k + "attention_norm/beta": official[o + "0.fn.norm.bias"],
+                      k + "mlp_norm/gamma": official[o + "1.fn.norm.weight"],
+                      k + "mlp_norm/beta": official[o + "1.fn.norm.bias"],
+                      k + "mlp/dense_0/kernel": official[m + "0.weight"].T,
+                      k + "mlp/dense_0/bias": official[m + "0.bias"],
+                      k + "mlp/output/kernel": official[m + "3.weight"].T,
+                      k + "mlp/output/bias": official[m + "3.bias"]})
+            if a + "scale" in official:
+                w[k + "attention/temperature"] = official[a + "scale"]
+    return w
+
+
 def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
-    """Copy an official ``SPT_LSA_ViT`` ViT state dict into ``model`` (``model=paper``
-    with matching switches, classes and sizes); every trainable weight is set.
+    """Copy an official ``SPT_LSA_ViT`` ViT or CaiT state dict into ``model``
+    (``model=paper`` or ``model=cait`` with matching switches, classes and sizes);
+    every trainable weight is set.
     ``state`` may be the official checkpoint itself (its ``model_state_dict``).
 
     Raises ValueError naming the first weight that has no counterpart or the

@@ -1,5 +1,5 @@
-"""Build the ViT from a run config (:func:`build_model`: the one place the three
-switches reach the model) or from keyword arguments (:func:`build_vit`)."""
+"""Build the ViT from keyword arguments (:func:`build_vit`; a run config reaches it
+through :func:`ablation.model.build.build_model`), and read its attention layers."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -9,16 +9,15 @@ import numpy as np
 from keras import layers
 
 from ablation.augment import build_augmentation
-from ablation.augment.normalization import ChannelStatistics, normalization_statistics
-from ablation.config.switches import switches
+from ablation.augment.normalization import ChannelStatistics
 from ablation.model.attention import MultiHeadSelfAttention
 from ablation.model.init import initialise
 from ablation.model.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
-    FeedForward,
     PositionEmbedding,
     TransformerBlock,
+    classifier_head,
 )
 from ablation.model.regularization import FastDropout
 from ablation.model.tokenizer import PatchTokenizer
@@ -98,35 +97,10 @@ def build_vit(
         features = tokens[:, 0]
     else:
         features = layers.GlobalAveragePooling1D(name="mean_pool")(tokens)
-    if head_dropout:
-        features = FastDropout(head_dropout, name="head_dropout")(features)
-    if head_units:
-        features = FeedForward(list(head_units), dropout=head_dropout, name="head_mlp")(features)
-    # float32 logits under a mixed precision policy keep the loss and softmax exact.
-    logits = layers.Dense(num_classes, dtype="float32", name="logits")(features)
+    logits = classifier_head(features, num_classes, head_units, head_dropout)
     model = keras.Model(inputs, logits, name=name)
     initialise(model, init, seed)
     return model
-
-
-def build_model(cfg: Mapping, num_classes: int, input_shape: Sequence[int],
-                normalization_data: np.ndarray | None = None,
-                normalization: ChannelStatistics | None = None) -> keras.Model:
-    """The model a run config describes, each switch the :func:`build_vit` argument of
-    its name; normalised with ``normalization``, else the statistics the config asks
-    for with ``normalization_data`` as the training images."""
-    if normalization is None:
-        normalization = normalization_statistics(cfg, normalization_data)
-    model_kwargs = {k: v for k, v in dict(cfg["model"]).items() if k != "name"}
-    return build_vit(
-        num_classes,
-        input_shape,
-        **switches(cfg),
-        augmentation=dict(cfg["augmentation"]),
-        normalization=normalization,
-        seed=int(cfg["seed"]),
-        **model_kwargs,
-    )
 
 
 def attention_layers(model: keras.Model) -> list[MultiHeadSelfAttention]:

@@ -46,8 +46,10 @@ def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
 
 
 def blocks(model: keras.Model) -> list[TransformerBlock]:
-    """The model's transformer blocks, in depth order."""
-    return [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    """The model's self-attention blocks, in depth order (CaiT's class-attention
+    blocks, whose class token attends to the patches, have no map to probe)."""
+    return [layer for layer in model.layers
+            if isinstance(layer, TransformerBlock) and not layer.class_attention]
 
 
 def patch_geometry(model: keras.Model) -> tuple[int, int, int]:

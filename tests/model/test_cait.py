@@ -1,0 +1,162 @@
+"""The paper's CaiT (``model=cait``) against the official code's own outputs, recorded by
+``tools/official_golden.py --cait`` into tests/data/official_golden_cait.npz: parameter
+counts for every spt/lsa combination at 32 and 64 px, the logits for fixed weights
+(plain, SPT + LSA as published, SPT + LSA with a real mask), LayerScale's initial values."""
+import json
+import sys
+
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from ablation.model import attention_layers, build_model, load_model
+from ablation.model.build import model_arguments
+from ablation.model.official_weights import load_official_weights
+from ablation.model.saved import save_trained
+from ablation.train.locality_probe import blocks
+from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.config import compose
+from tests.helpers.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+from official_golden import golden_weights  # noqa: E402
+
+GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_cait.npz")
+# the official create_model's two sizes: CIFAR (32 px, patch 4), Tiny-ImageNet (64 px, patch 8)
+EXPERIMENTS = {32: "experiment=paper_cifar100", 64: "experiment=paper_tiny_imagenet"}
+# a CaiT of seconds per epoch on a CPU (16 px digits)
+TINY = ("model.image_size=16", "model.dim=32", "model.depth=2", "model.class_depth=1",
+        "model.num_heads=2", "model.key_dim=16", "model.mlp_hidden_units=[64]",
+        "model.drop_path=0.0")
+
+
+def cait_config(*overrides, model="cait", size=32):
+    return OmegaConf.to_container(
+        compose(EXPERIMENTS[size], f"model={model}", *overrides), resolve=True)
+
+
+def cait(spt: bool, lsa: bool, *overrides, size=32, classes=100):
+    cfg = cait_config(f"spt={spt}", f"lsa={lsa}", *overrides, size=size)
+    assert cfg["model"]["patch_size"] == size // 8
+    return build_model(cfg, classes, (size, size, 3))
+
+
+def tiny_cait(spt: bool, lsa: bool, *overrides):
+    cfg = cait_config(f"spt={spt}", f"lsa={lsa}", *TINY, *overrides)
+    return build_model(cfg, 10, (16, 16, 3))
+
+
+def official_weights(label: str) -> dict:
+    names = json.loads(str(GOLDEN[f"{label}_names"]))
+    weights = golden_weights([(n, tuple(s)) for n, s in names], seed=1)
+    assert sum(float(v.sum()) for v in weights.values()) == pytest.approx(
+        float(GOLDEN[f"{label}_checksum"]), rel=1e-9)   # the same draws as the recording
+    return weights
+
+
+def logits_of(model) -> np.ndarray:
+    # raw pixels in: the model normalises with the official constants (augmentation=paper)
+    return np.asarray(keras.ops.convert_to_numpy(
+        model(GOLDEN["images"].astype(np.float32), training=False)))
+
+
+@pytest.mark.parametrize("size, classes, spt, lsa, count", GOLDEN["param_counts"].tolist(),
+                         ids=lambda v: str(v))
+def test_parameter_counts_are_the_official_ones(size, classes, spt, lsa, count):
+    model = cait(bool(spt), bool(lsa), size=size, classes=classes)
+    assert sum(int(np.prod(w.shape)) for w in model.trainable_weights) == count
+
+
+@pytest.mark.jax_backend
+@pytest.mark.parametrize("label, switches, official_mask", [
+    ("cait", False, False),
+    ("slcait", True, True),           # the published SL-CaiT: its -1e-9 "mask"
+    ("slcait_masked", True, False),   # the suite's default: a real mask after the head mixing
+])
+def test_official_weights_give_the_official_logits(label, switches, official_mask):
+    model = cait(switches, switches, f"model.official_cait_mask={official_mask}")
+    logits = logits_of(load_official_weights(model, official_weights(label)))
+    expected = GOLDEN[f"{label}_logits"]
+    assert np.abs(logits - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+    assert (logits.argmax(axis=1) == expected.argmax(axis=1)).all()
+
+
+def test_the_default_mask_is_not_the_official_one():
+    """The official -1e-9 leaves the self-logit in (about 0): its logits differ from a
+    real mask's, and from no mask's, by far more than rounding."""
+    official, masked = GOLDEN["slcait_logits"], GOLDEN["slcait_masked_logits"]
+    scale = np.abs(official).max()
+    assert np.abs(official - masked).max() > 1e-2 * scale
+    model = load_official_weights(cait(True, True), official_weights("slcait"))
+    assert np.abs(logits_of(model) - official).max() > 1e-2 * scale
+    for layer in attention_layers(model):   # no mask at all is not the official -1e-9 either
+        layer.mask_diagonal = False
+    assert np.abs(logits_of(model) - official).max() > 1e-3 * scale
+
+
+def test_layer_scale_starts_as_the_official_by_position_in_its_stack():
+    model = cait(True, True)
+    ours = [[float(np.asarray(w)[0]) for w in block.branch_scales]
+            for block in model.layers if hasattr(block, "branch_scales")]
+    np.testing.assert_allclose(ours, GOLDEN["layer_scale_init"], rtol=1e-6)
+    assert {b.name for b in model.layers if getattr(b, "class_attention", False)} == {
+        "class_block_0", "class_block_1"}
+
+
+@pytest.mark.jax_backend
+@pytest.mark.parametrize("official_mask", [False, True])
+def test_the_lsa_mask_removes_self_attention_in_the_patch_stage_only(official_mask):
+    model = tiny_cait(False, True, f"model.official_cait_mask={official_mask}")
+    x = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 3)).astype("float32")
+    patch_blocks = blocks(model)                       # the probe's: the patch stage
+    assert [b.name for b in patch_blocks] == ["block_0", "block_1"]
+    probe = keras.Model(model.input, patch_blocks[0].input)
+    tokens = probe(x)
+    block = patch_blocks[0]
+    weights = keras.ops.convert_to_numpy(
+        block.attention.attention_weights(block.attention_norm(tokens)))
+    diagonal = np.abs(np.diagonal(weights, axis1=-2, axis2=-1))
+    assert (diagonal.max() > 1e-3) if official_mask else (diagonal.max() == 0.0)
+    # class attention: the class token reads every patch (key 0 included), one output
+    cls = model.get_layer("class_token")(tokens)
+    head = model.get_layer("class_block_0")
+    out = head(cls, context=tokens)
+    assert tuple(out.shape) == (2, 1, 32)
+    weights = keras.ops.convert_to_numpy(head.attention.attention_weights(
+        head.attention_norm(cls), context=tokens))
+    assert weights.shape == (2, 2, 1, 16) and np.abs(weights[..., 0]).min() > 0
+
+
+def test_a_trained_cait_saves_and_loads_with_the_same_outputs(tmp_path):
+    model = tiny_cait(True, True)
+    x = np.random.default_rng(1).uniform(0, 255, (3, 16, 16, 3)).astype("float32")
+    save_trained(model, tmp_path / "model.keras")
+    loaded = load_model(tmp_path, compile=False)
+    np.testing.assert_allclose(logits_of_x(loaded, x), logits_of_x(model, x), rtol=1e-5,
+                               atol=1e-6)
+
+
+def logits_of_x(model, x):
+    return keras.ops.convert_to_numpy(model(x, training=False))
+
+
+def test_each_architecture_reads_only_its_keys():
+    vit = cait_config(model="tiny")["model"]
+    assert model_arguments(vit)[0] == "vit" and "class_depth" not in model_arguments(vit)[1]
+    with pytest.raises(ValueError, match="model.class_depth is a setting of architecture=cait"):
+        model_arguments({**vit, "class_depth": 2})
+    architecture, kwargs = model_arguments(cait_config()["model"])
+    assert architecture == "cait" and kwargs["class_depth"] == 2
+    assert kwargs["official_cait_mask"] is False
+
+
+@pytest.mark.slow
+def test_a_smoke_cait_trains_through_the_command(tmp_path):
+    # few overrides: they name the job's folder (at most 200 characters)
+    small = ("model.image_size=16", "model.dim=32", "model.depth=2", "model.key_dim=8")
+    done = run_cli(*smoke_overrides(tmp_path, "model=cait", *small, "wandb.mode=disabled"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (record,) = tmp_path.glob("smoke/*/run.json")
+    data = json.loads(record.read_text())
+    assert data["model"] == "cait" and data["metrics"]["test_top1"] > 0.1
