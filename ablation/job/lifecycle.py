@@ -34,8 +34,9 @@ from ablation.model.saved import MODEL_FILENAME
 from ablation.files import (atomic_write, entries, is_regular, read_bytes, replaced_folder,
                             set_aside)
 from ablation.runs.lock import JobBusy, job_lock
-from ablation.runs.record import (CHECKPOINT_DIR, RECORD_FILENAME, earlier_run, read_state,
-                                  save_record, unreadable_record, write_record)
+from ablation.runs.record import (ATTENTION_MAPS_FILE, CHECKPOINT_DIR, RECORD_FILENAME,
+                                  earlier_run, read_state, save_record, unreadable_record,
+                                  write_record)
 from ablation.runs.tracking import set_aside_offline_runs, tracked_run
 from ablation.runtime.process import custom_gradient_names, release_finished_graphs
 from ablation.runtime.signals import native_stops_surfaced
@@ -52,11 +53,14 @@ HYDRA_FILE_LIMIT = 1 << 24  # a composed config is a few KiB
 __all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config", "failed"]
 
 
+# Everything a job writes in its folder beside Hydra's files, the log and the lock.
+JOB_OUTPUTS = (RECORD_FILENAME, CHECKPOINT_DIR, MODEL_FILENAME, ATTENTION_MAPS_FILE, "wandb")
+
+
 def set_aside_outputs(output_dir: Path) -> None:
     """``resume=false``: move an earlier run's outputs to ``.replaced/<time>/``."""
     target = replaced_folder(output_dir)
-    if set_aside([output_dir / n for n in (RECORD_FILENAME, CHECKPOINT_DIR, MODEL_FILENAME,
-                                         "wandb")], target):
+    if set_aside([output_dir / n for n in JOB_OUTPUTS], target):
         log.info("earlier outputs moved to %s", target)
 
 

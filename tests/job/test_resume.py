@@ -96,6 +96,12 @@ def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path, s
     args = [a if a != "lsa=true,false" else "lsa=false" for a in args]
     before = {r["run_name"]: r for r in map(read_record, find_records(tmp_path))
               if r["run_name"] in ("spt-s0", "vit-s0")}
+    from ablation.files import entries  # every output a job left, as the door lists them
+
+    folders = {read_record(path)["run_name"]: path.parent for path in find_records(tmp_path)}
+    outputs = {folders[job]: {p.name for p in entries(folders[job], hidden=False)}
+               - {"run_sweep.log"} for job in before}
+    assert all({"run.json", "model.keras", "attention_maps.npz"} <= o for o in outputs.values())
 
     # another preset names no key on the command line: same folders, other config
     other = [a if a != "experiment=smoke" else "experiment=fashion_mnist" for a in args]
@@ -117,4 +123,7 @@ def test_other_configuration_is_refused_and_resume_false_starts_over(tmp_path, s
     assert len(list(tmp_path.glob("smoke/*/.replaced/*/model.keras"))) == 2  # with its model
     assert {json.loads(p.read_text())["wandb"]["id"] for p in set_aside} == {
         r["wandb"]["id"] for r in before.values()}
+    for job, names in outputs.items():  # resume=false sets aside every one of them
+        (replaced,) = job.glob(".replaced/*")
+        assert names <= {p.name for p in entries(replaced)}, (job, names)
     shutil.rmtree(tmp_path)
