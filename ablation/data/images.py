@@ -159,11 +159,13 @@ def read_image(file: Path, size: int, channels: int) -> np.ndarray:
 
 
 def _decoded(image, size: int, channels: int) -> np.ndarray:
-    from PIL import Image
+    """The image upright (its EXIF orientation applied, as a viewer shows it), resized."""
+    from PIL import Image, ImageOps
 
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
         raise TooLarge(f"{width}x{height} pixels")
+    image = ImageOps.exif_transpose(image)
     if image.mode in ("L", "RGB") and channels in (1, 3):  # 8-bit: PIL's own path
         image = image.convert("L" if channels == 1 else "RGB")
         image = image.resize((size, size), Image.BILINEAR)

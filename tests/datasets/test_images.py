@@ -162,3 +162,25 @@ def test_file_and_class_names_that_are_not_utf8_reach_the_log_and_the_record(tmp
     assert "1 unreadable (e.g. caf\\xe9/bad\\xff.png)" in log_file.read_text(encoding="utf-8")
     assert data.class_names == ["caf\\xe9", "plain"]
     json.dumps(data.class_names, ensure_ascii=False).encode("utf-8")  # a record can hold them
+
+
+@pytest.mark.parametrize("orientation, upright", [
+    (3, "ROTATE_180"), (6, "ROTATE_270"), (8, "ROTATE_90"), (2, "FLIP_LEFT_RIGHT")])
+def test_an_images_exif_orientation_is_applied_as_a_viewer_shows_it(tmp_path, orientation,
+                                                                   upright):
+    """A camera's picture stored sideways with an EXIF Orientation tag is read upright
+    (PIL's ``ImageOps.exif_transpose``), the same as the upright picture saved plainly."""
+    from PIL import Image
+
+    from ablation.data.images import read_image
+
+    pixels = np.zeros((6, 12), np.uint8)
+    pixels[:2, :4] = 255       # one bright corner: any turn or flip moves it
+    stored = Image.fromarray(pixels, "L")
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    stored.save(tmp_path / "tagged.png", exif=exif)
+    stored.transpose(getattr(Image.Transpose, upright)).save(tmp_path / "upright.png")
+    tagged, plain = (read_image(tmp_path / f"{n}.png", 12, 1) for n in ("tagged", "upright"))
+    np.testing.assert_array_equal(tagged, plain)
+    assert not np.array_equal(plain, read_image(tmp_path / "tagged.png", 12, 1)[::-1])
