@@ -1,10 +1,8 @@
 """Which Keras backend a process will load, read without importing Keras.
 
-The command line refuses a backend that cannot load before anything is
-written, and the backend is part of a job's identity: a job on another
-backend than TensorFlow (Keras's default) gets its own folder
-(:func:`backend_suffix`), so its record never stands in for the TensorFlow
-run of the same variant, nor the other way round.
+A job on a backend other than TensorFlow (Keras's default) gets its own folder
+(:func:`backend_suffix`), so its record never stands in for the TensorFlow run
+of the same variant, nor the other way round.
 """
 from __future__ import annotations
 
@@ -21,12 +19,11 @@ TRAINING_BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def keras_backend_setting() -> tuple[str | None, str]:
-    """The backend ``import keras`` will load and where that comes from, read
-    as Keras reads it without importing it: a non-empty ``KERAS_BACKEND``,
-    else ``backend`` in its ``keras.json``, else TensorFlow (a ``keras.json``
-    that is not JSON counts as empty, as in Keras). The name is None when
-    Keras cannot read its ``keras.json`` (an unreadable file, JSON that is
-    not an object): it then fails to import."""
+    """The backend ``import keras`` will load and where that comes from, read as
+    Keras reads it: a non-empty ``KERAS_BACKEND``, else ``backend`` in its
+    ``keras.json`` (not JSON: as if empty), else TensorFlow. The name is None where
+    Keras cannot read its ``keras.json`` (unreadable, not an object): it then fails
+    to import."""
     backend = os.environ.get("KERAS_BACKEND") or None  # Keras ignores an empty one
     if backend is not None:
         return backend, "KERAS_BACKEND"
@@ -50,16 +47,10 @@ def keras_backend_setting() -> tuple[str | None, str]:
     return config.get("backend", DEFAULT_BACKEND), path
 
 
-def current_backend() -> str | None:
-    """The backend this process runs: Keras's own answer where it is loaded
-    already, else what it will load (:func:`keras_backend_setting`)."""
-    keras = sys.modules.get("keras")
-    loaded = getattr(getattr(keras, "backend", None), "backend", None)
-    return loaded() if callable(loaded) else keras_backend_setting()[0]
-
-
 def backend_suffix() -> str:
     """``backend=<name>`` for a backend other than :data:`DEFAULT_BACKEND`, else "":
-    the part of a job folder's name that says which backend made it."""
-    name = current_backend()
+    the part of a job folder's name that says which backend made it (Keras's own
+    answer where it is loaded already, else what it will load)."""
+    loaded = getattr(getattr(sys.modules.get("keras"), "backend", None), "backend", None)
+    name = loaded() if callable(loaded) else keras_backend_setting()[0]
     return f"backend={name}" if name in KERAS_BACKENDS and name != DEFAULT_BACKEND else ""

@@ -1,15 +1,9 @@
 """The Hydra config: its folder, its resolvers, and composing it as a sweep will.
 
-:func:`compose_config` is the one way code outside a Hydra job (benchmarks,
-tests, notebooks) gets the config that ``run_sweep.py`` would build from the
-same overrides, refusing in one line what ``run_sweep.py`` would refuse.
-:func:`check_composes` and :func:`check_group_options` turn what Hydra would
-report as a block of lines or a traceback (an unknown group option, an
-override it cannot parse, a key that does not exist, an interpolation that
-cannot resolve) into one :class:`ConfigError` line, and refuse a secret in the
-resolved config (:func:`ablation.config.secrets.check_no_secrets`) and a value
-taken from the environment where it must not be
-(:func:`ablation.config.environment.check_environment`).
+:func:`compose_config` gives code outside a Hydra job (benchmarks, tests) the
+config ``run_sweep.py`` would build from the same overrides; :func:`check_composes`
+and :func:`check_group_options` turn what Hydra would report as a block of lines
+or a traceback into one :class:`ConfigError` line.
 """
 from __future__ import annotations
 
@@ -75,6 +69,20 @@ def compose_config(overrides=()) -> dict:
     check_group_options(list(overrides), conf_dir())
     check_composes(list(overrides), conf_dir())
     return OmegaConf.to_container(compose(overrides), resolve=True)
+
+
+def job_values(job) -> dict:
+    """A composed job config's resolved values, ``hydra`` left out."""
+    from omegaconf import OmegaConf
+
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in job.items() if k != "hydra"}
+
+
+def sweep_job(loader, config, overrides) -> tuple[dict, Path]:
+    """A sweep job's resolved values and folder, as Hydra's ``loader`` composes them."""
+    job = loader.load_sweep_config(config, list(overrides))
+    return job_values(job), Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
 
 
 def flat_keys(node, prefix: str = "") -> list[str]:
@@ -159,7 +167,7 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
             plain.append(text)
         else:
             sweeps.append(override)
-    name = parsed_args.config_name or "config"
+    name = parsed_args.config_name or CONFIG_NAME
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(Path(folder).resolve()), version_base="1.3"):
@@ -186,12 +194,8 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
 
 
 def check_group_options(args: list[str], folder: str | Path) -> None:
-    """Refuse ``group=option`` overrides naming an option that does not exist.
-
-    ``args`` is the command line after the program name. The options are
-    Hydra's own (the config folder plus installed plugins, e.g. launchers).
-    Anything this cannot parse is left to Hydra, which reports it itself.
-    """
+    """Refuse ``group=option`` overrides naming an option that does not exist among
+    Hydra's own (plugins' included); what this cannot parse is left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 

@@ -1,12 +1,8 @@
 """Values taken from the environment (``${oc.env:VAR}``): where they may stand.
 
-A folder name, a switch, the seed or a setting read from the environment
-would name folders and identify runs (run.json, W&B) by a value the command
-line does not show, so :func:`check_environment` refuses it before Hydra
-writes anything. A secret is refused in any value by :mod:`ablation.config.secrets`.
-Paths (``dataset.path``, ``results_dir``) and where and how W&B logs
-(``wandb.*``) may come from the environment: ``dataset.path=${oc.env:DATA}/cifar``
-keeps working, and its resolved value is what run.json records.
+A folder name, a switch, the seed or a setting read from the environment would
+name folders and identify runs by a value the command line does not show, so
+:func:`check_environment` refuses it; paths and ``wandb.*`` may come from it.
 """
 from __future__ import annotations
 
@@ -86,12 +82,10 @@ def _names_or_defines_the_run(key: str) -> bool:
 
 
 def check_environment(cfg, sweeps=()) -> None:
-    """Refuse, in one line, a value taken from the environment (``${oc.env:VAR}``,
-    directly or through other keys at any depth) in a folder name (``name``,
-    ``sweep_id``, ``run_name``), a switch, the seed or any setting.
-
-    ``cfg`` is the composed, unresolved config; ``sweeps`` the parsed sweep
-    overrides (``name=a,${oc.env:X}``), whose values ``cfg`` does not hold."""
+    """Refuse, in one line, a value taken from the environment (directly or through
+    other keys) in a folder name, a switch, the seed or any setting. ``cfg`` is the
+    composed, unresolved config; ``sweeps`` the parsed sweep overrides, whose values
+    ``cfg`` does not hold."""
     raw = _raw_values(cfg)
     source = _environment_source(raw)
     values = list(raw.items())

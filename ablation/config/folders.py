@@ -1,9 +1,8 @@
 """Names that become folders: safe components, and job-folder suffixes.
 
-``name``, ``sweep_id`` and ``run_name`` each become one path component, and
-the command-line overrides that are settings are appended to a job folder's
-name (``vit-s0_trainer.learning_rate=0.003``), so two settings never share a
-folder. Anything that could escape its folder or hide it is refused.
+``name``, ``sweep_id`` and ``run_name`` each become one path component, and the
+command-line overrides that are settings are appended to a job folder's name, so
+two settings never share a folder. Anything that could escape or hide it is refused.
 """
 from __future__ import annotations
 
@@ -51,12 +50,9 @@ def override_key(text: str) -> str:
 
 
 def folder_suffix(overrides: str) -> str:
-    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname, "" if empty;
-    on a backend other than TensorFlow, ``backend=<name>`` last
-    (:func:`ablation.config.backend.backend_suffix`): another backend is another job.
-
-    Only overrides of settings name a folder (:func:`ablation.config.settings.names_job_folder`).
-    """
+    """``_trainer.learning_rate=0.003`` from Hydra's override_dirname (only the
+    overrides of settings), "" if empty; on a backend other than TensorFlow,
+    ``backend=<name>`` last: another backend is another job."""
     kept = [item for item in split_overrides(str(overrides or ""))
             if names_job_folder(override_key(item))]
     backend = backend_suffix()

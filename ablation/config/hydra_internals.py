@@ -1,14 +1,11 @@
 """Hydra's private API, in one place.
 
-The suite reads a command line as Hydra will before Hydra runs it, so it can
-refuse bad input in one line before anything is written. That needs four
-things Hydra keeps under ``hydra._internal``: its argument parser, the config
-search path and loader (a group's options), and the basic sweeper's expansion
-of sweep overrides into jobs; and the basic sweeper itself, which
-``hydra/sweeper=vit_ablation`` extends. They may change in any Hydra release, so
+Reading a command line as Hydra will, to refuse bad input before anything is
+written, needs what Hydra keeps under ``hydra._internal``: its argument parser,
+config loader and basic sweeper. They may change in any Hydra release, so
 ``pyproject.toml`` bounds ``hydra-core`` below the next minor version and
-``tests/config/test_hydra_internals.py`` fails, naming what moved, when they change.
-Imported lazily: composing a config never waits for them.
+``tests/config/test_hydra_internals.py`` names what moved. Imported lazily:
+composing a config never waits for them.
 """
 from __future__ import annotations
 

@@ -8,22 +8,16 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message names key, value and what is allowed."""
 
 
-REFUSAL_PREFIX = "error: "
-REFUSAL_EXIT_CODE = 2
-
-
 class Refused(SystemExit):
-    """Refused input, on its way to the process that started the command.
+    """Refused input, on its way to the process that started the command, which
+    prints its one line once, removes what the command created, and exits 2.
 
-    Raised by a job (in whichever process a launcher runs it) or a sweep
-    callback, never printed there: the command's own process prints its one
-    line once, removes what the command created, and exits 2. A SystemExit so
-    that Hydra passes it on untouched; picklable so that joblib's workers hand
-    it back.
+    A SystemExit so that Hydra passes it on untouched; picklable so that joblib's
+    workers hand it back.
     """
 
     def __init__(self, message) -> None:
-        super().__init__(REFUSAL_EXIT_CODE)
+        super().__init__(2)
         self.message = str(message)
 
     def __reduce__(self):
@@ -31,7 +25,6 @@ class Refused(SystemExit):
 
 
 def print_refusal(error) -> None:
-    """The one way a refusal is shown, wherever it is found (before Hydra, in
-    a sweep's first callback, in a job or a launcher's worker): one line on
-    stderr, ``error: <what and the fix>``, whatever Hydra's logging does."""
-    print(f"{REFUSAL_PREFIX}{error}", file=sys.stderr, flush=True)
+    """The one way a refusal is shown: one line on stderr, ``error: <what and the
+    fix>``, whatever Hydra's logging does."""
+    print(f"error: {error}", file=sys.stderr, flush=True)

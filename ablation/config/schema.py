@@ -1,19 +1,12 @@
 """The declared type and range of every config setting, as one pydantic model.
 
-Each group of ``conf/`` has a model here, and each of its keys a type with its
-bounds (finite numbers, positive counts, probabilities, the allowed names) and
-the phrase a refusal ends with. :func:`check_schema` checks a resolved config
-against it and turns pydantic's report into the one refusal line of
-:mod:`ablation.config.refusals`: ``trainer.label_smoothing='abc' must be a
-number in [0, 1)``. Checks that relate two keys (a patch size that divides the
-image size) stay in :mod:`ablation.config.validate`.
+Each group of ``conf/`` has a model here, each key a type with its bounds and the
+phrase a refusal ends with; :func:`check_schema` turns pydantic's report into one
+line (``trainer.label_smoothing='abc' must be a number in [0, 1)``).
 
-No field has a default: every value comes from ``conf/`` (its defaults live
-there only), and a key missing from a config is refused, naming it. A key
-that may be empty is declared ``... | None`` and still has to be there.
-
-Keys a user adds with ``+group.key=...`` are accepted (and not used), except
-in ``model``, whose keys are the model's arguments.
+No field has a default: the defaults live in ``conf/`` only, and a missing key is
+refused, naming it. Keys added with ``+group.key=...`` are accepted, except in
+``model``, whose keys are the model's arguments.
 """
 from __future__ import annotations
 
@@ -277,9 +270,7 @@ def _field(path: list[str]) -> FieldInfo | None:
                 or name not in schema.model_fields:
             return None
         info = schema.model_fields[name]
-        schema = info.annotation
-        schema = next((a for a in (schema, *get_args(schema)) if isinstance(a, type)
-                       and issubclass(a, BaseModel)), schema)
+        schema = group if (group := _group_model(info)) is not None else info.annotation
         schema = dict if getattr(schema, "__origin__", None) is dict or any(
             getattr(a, "__origin__", None) is dict for a in get_args(schema)) else schema
     return info

@@ -1,13 +1,9 @@
 """Secrets are refused, never recorded: this tool needs none in its config.
 
-W&B reads its key from ``WANDB_API_KEY`` or ``~/.netrc``. A config that holds
-a secret anyway is refused in one line, before Hydra writes anything, naming
-the key and never the value: a key named like a secret at any depth; a URL
-with user-info; a value that holds the content of a secret-named environment
-variable, however it was built (the resolved config is judged, not only the
-command line); a value in a well-known credential format. A 40-hex W&B key
-is caught by its key's name or by matching ``WANDB_API_KEY``, not by its
-shape alone: a git commit hash has the same shape.
+A config that holds a secret is refused in one line, before Hydra writes
+anything, naming the key and never the value. The resolved config is judged, not
+only the command line. A 40-hex W&B key is caught by its key's name or by matching
+``WANDB_API_KEY``, not by its shape alone: a git commit hash has the same shape.
 """
 from __future__ import annotations
 

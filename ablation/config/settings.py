@@ -22,9 +22,8 @@ NOT_A_SETTING = frozenset({
     "trainer.verbose", "dataset.path", "dataset.search_paths",
     "trainer.data_workers",  # threads preparing the same batches
     "trainer.save_model",  # whether the trained model is kept, not how it is trained
-    # how the same function is computed: the same losses and metrics, so runs
-    # either way compare and resume (records made while the attention route was a
-    # choice carry model.attention_kernel: every choice computed the same function)
+    # how the same function is computed, so runs either way compare and resume
+    # (older records carry model.attention_kernel: every choice computed the same)
     "trainer.pad_batches", "model.attention_kernel",
 })
 NOT_A_SETTING_PREFIXES = ("wandb.", "hydra.", "report.", "gpu.", "diagnostics.",

@@ -1,17 +1,10 @@
 """The ablation switches, declared once: every name, label and column comes from here.
 
 ``spt``, ``lsa`` and ``learnable_temperature`` are top-level config keys and
-arguments of :func:`ablation.model.vit.build_vit`. Everything else that names
-or shows a switch (variant names and folder names, the record schema, the
-tables' columns and rows, factor labels, the job line, W&B tags and config,
-the dashboard) is derived from :data:`REGISTRY`. Adding a switch is an entry
-here, its key in ``conf/config.yaml`` and its argument of the one layer it
-changes (docs/development/README.md).
-
-A run is named after the switches that are on (``spt+lsa+temp-s0``; the plain
-ViT is ``vit``); the tables call the variants by the paper's and the keras.io
-example's names where they have one (:data:`NAMED_VARIANTS`), else by joining
-the switches' label pieces.
+arguments of :func:`ablation.model.vit.build_vit`; everything else that names or
+shows a switch is derived from :data:`REGISTRY`. Adding a switch is an entry here,
+its key in ``conf/config.yaml`` and its argument of the one layer it changes
+(docs/development/README.md).
 """
 from __future__ import annotations
 
@@ -24,32 +17,19 @@ from ablation.config.refusals import ConfigError
 
 @dataclass(frozen=True)
 class Switch:
-    """One ablation switch.
+    """One ablation switch."""
 
-    Args:
-        key: the config key (a top-level boolean) and the model argument.
-        short: its part of a variant's name, hence of folder names (``temp``).
-        column: its column in the comparison table (``Temp.``).
-        alone: the variant with only this switch on (``Learnable temp.``).
-        piece: its part of a combined variant's label (``SPT + temp.``).
-        factor: its name as a term of the factorial effects (``Temp.``).
-        line: the job line's key and its words for on and off
-            (``temperature=learnable``).
-        follows: the switch whose value this one takes unless named
-            (``learnable_temperature: ${lsa}``): the tables then show the
-            variants where it does, and the two count as one factor.
-        together: the factor's name when this switch and its follower move together.
-    """
-
-    key: str
-    short: str
-    column: str
-    alone: str
-    piece: str
-    factor: str
-    line: tuple[str, str, str]
+    key: str                   # the config key (a top-level boolean) and the model argument
+    short: str                 # its part of a variant's name, hence of folder names (``temp``)
+    column: str                # its column in the comparison table (``Temp.``)
+    alone: str                 # the variant with only this switch on (``Learnable temp.``)
+    piece: str                 # its part of a combined variant's label (``SPT + temp.``)
+    factor: str                # its name as a term of the factorial effects (``Temp.``)
+    line: tuple[str, str, str]  # the job line's key and its words for on and off
+    # the switch whose value this one takes unless named (``${lsa}``): the tables show
+    # the variants where it does, and the two count as one factor
     follows: str | None = None
-    together: str | None = None
+    together: str | None = None  # the factor's name when the two move together
 
 
 REGISTRY: tuple[Switch, ...] = (

@@ -1,10 +1,8 @@
 """The ``tune`` config group read as a search protocol, and what a job records of it.
 
-A tuned sweep (:mod:`hydra_plugins.vit_ablation.tuned_sweep`) searches ``tune.params`` for
-each variant on validation, then trains the final runs at the best values.
-Each job it launches carries ``tune.role`` (``trial`` or ``final``),
-``tune.study`` and, for a trial, ``tune.trial``; this module turns that into
-the record's ``role`` and ``tuning`` entries.
+Each job a tuned sweep (:mod:`hydra_plugins.vit_ablation.tuned_sweep`) launches
+carries ``tune.role``, ``tune.study`` and, for a trial, ``tune.trial``: the
+record's ``role`` and ``tuning`` entries.
 """
 from __future__ import annotations
 

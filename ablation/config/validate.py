@@ -10,14 +10,11 @@ from ablation.config.refusals import ConfigError
 from ablation.config.switches import as_bool
 
 
-# W&B's own limits, which wandb.init (or, offline, wandb sync) enforces only
-# when the run starts or is uploaded: a tag of 1 to 64 characters, a project
-# name of at most 128 characters without these, an entity without them, and a
-# group of at most 128 characters.
+# W&B's own limits, which it enforces only when the run starts or (offline) is uploaded.
 WANDB_MAX_TAG = 64
 WANDB_MAX_PROJECT = 128
 WANDB_MAX_GROUP = 128   # the server's column; a longer group fails the upload
-WANDB_FORBIDDEN = "/\\#?%:"
+WANDB_FORBIDDEN = "/\\#?%:"  # in a project or an entity
 
 
 def _shown(text: str) -> str:
@@ -42,11 +39,9 @@ def check_wandb_destination(project, entity, spelled: str = "wandb.{key}=") -> N
 
 
 def check_wandb(cfg: Mapping) -> None:
-    """Refuse what W&B would refuse, before any job: a tag outside 1 to 64
-    characters (``wandb.tags``, and ``dataset.name`` and ``model.name``, with
-    which every logged run is tagged), a project name longer than 128
-    characters or holding ``/ \\ # ? % :``, an entity holding those, and, for
-    a logged run, a group longer than 128 characters. ``cfg`` has passed the schema."""
+    """Refuse what W&B would refuse, before any job: a bad tag (``wandb.tags``, and
+    ``dataset.name`` and ``model.name``, with which every logged run is tagged),
+    project, entity or group. ``cfg`` has passed the schema."""
     wandb = cfg["wandb"]
     check_wandb_destination(wandb["project"], wandb["entity"])
     per_tag = f"W&B allows 1 to {WANDB_MAX_TAG} characters per tag"
@@ -74,11 +69,7 @@ def check_wandb(cfg: Mapping) -> None:
 def validate(cfg) -> dict:
     """The run's config, checked: a resolved plain dict holding every declared key,
     which is what the job and everything below it read. ``cfg``: a Hydra
-    ``DictConfig`` (resolved here) or a plain mapping.
-
-    Refuses a config that cannot train, with one line naming the fix: a missing
-    key, every value's type and range (:mod:`ablation.config.schema`), then what
-    relates two keys or the file system, then W&B's limits (:func:`check_wandb`)."""
+    ``DictConfig`` (resolved here) or a plain mapping."""
     from omegaconf import DictConfig, OmegaConf
 
     from ablation.config.schema import check_schema  # it reads the names above

@@ -1,19 +1,11 @@
 """One job's lifecycle around the training loop: lock, skip, resume, set aside, record.
 
-``run_job(cfg, output_dir)`` is what a sweep's job calls. The training
-itself (fit, evaluate) is :func:`ablation.train.fit.train`; everything here is
-about the job folder, so that a job run twice, concurrently, after a kill or
-with ``resume=false`` leaves exactly one consistent set of outputs:
-
-- the folder's lock (:mod:`ablation.runs.lock`) is held for the whole job, so a
-  second process never trains it (it raises :class:`JobBusy`);
-- a completed run with the same config is skipped; an interrupted one resumes
-  from its checkpoint and continues its W&B run, whose history is replayed
-  from the checkpoint (the killed offline run folder is set aside);
-- ``resume=false`` moves earlier outputs to ``.replaced/<time>/``;
-- every job that got past its input checks leaves ``run.json``
-  (``completed`` or ``failed``); ``on_end`` hears whether it trained
-  (``completed``) or found its run completed already (``skipped``).
+Everything here is about the job folder (the training itself is
+:func:`ablation.train.fit.train`), so that a job run twice, concurrently, after a
+kill or with ``resume=false`` leaves exactly one consistent set of outputs: the
+folder's lock is held for the whole job, a completed run is skipped, an interrupted
+one resumes from its checkpoint and continues its W&B run, and earlier outputs set
+aside go to ``.replaced/<time>/``.
 """
 from __future__ import annotations
 
@@ -29,11 +21,11 @@ import keras
 from ablation.config import ConfigError, check_same_config, validate
 from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
-from ablation.job.records import base_record, failed, plain_config, run_tags, write_failure
+from ablation.job.records import base_record, failed, run_tags
 from ablation.model.saved import MODEL_FILENAME
 from ablation.files import (atomic_write, entries, is_regular, read_bytes, replaced_folder,
                             set_aside)
-from ablation.runs.lock import JobBusy, job_lock
+from ablation.runs.lock import job_lock
 from ablation.runs.record import (ATTENTION_MAPS_FILE, CHECKPOINT_DIR, RECORD_FILENAME,
                                   earlier_run, read_state, save_record, unreadable_record,
                                   write_record)
@@ -49,8 +41,6 @@ log = logging.getLogger(__name__)
 
 HYDRA_DIR = ".hydra"  # hydra.output_subdir: written by Hydra before the job's lock is checked
 HYDRA_FILE_LIMIT = 1 << 24  # a composed config is a few KiB
-
-__all__ = ["JobBusy", "run_job", "write_failure", "base_record", "plain_config", "failed"]
 
 
 # Everything a job writes in its folder beside Hydra's files, the log and the lock.
@@ -101,22 +91,15 @@ def keep_hydra_files(output_dir: Path):
                 atomic_write(path, data, fsync=False)
 
 
-def _ignored(status: str) -> None:
-    pass
-
-
-def run_job(cfg, output_dir: str | Path, on_end: Callable[[str], None] = _ignored) -> dict:
+def run_job(cfg, output_dir: str | Path,
+            on_end: Callable[[str], None] = lambda status: None) -> dict:
     """Validate, train, evaluate, and leave ``output_dir/run.json``; returns the record.
 
-    Bad config values and unloadable data raise before anything is written.
-    A folder another process is running raises :class:`JobBusy` (nothing
-    trained or written). A run already completed here with the same
-    configuration is not run again (its record is returned); an interrupted
-    one resumes from its checkpoint; ``resume=false`` sets earlier outputs
-    aside and starts over. A failure inside training is written to the record
-    (``status: failed``, ``error``, ``traceback``), marks the W&B run failed,
-    and is re-raised. ``on_end`` hears, as the job ends, whether it trained
-    (``completed``) or found its run completed already (``skipped``).
+    Bad config values and unloadable data raise before anything is written; a
+    folder another process is running raises :class:`JobBusy`. A failure inside
+    training is written to the record, marks the W&B run failed, and is re-raised.
+    ``on_end`` hears whether the job trained (``completed``) or found its run
+    completed already (``skipped``).
     """
     config = validate(cfg)  # what every step of the job reads
     output_dir = Path(output_dir)

@@ -1,11 +1,5 @@
-"""What a job's record says before and after training: the run it is, and how it failed.
-
-:func:`base_record` is a run before it has measured anything (its switches,
-data, model, seed, config, and the code, libraries and device that run it:
-:mod:`ablation.runtime.provenance`); :func:`failed` marks one failed
-or interrupted, keeping the epochs done. The job's lifecycle
-(:mod:`ablation.job.lifecycle`) writes them; training adds what it measured.
-"""
+"""What a job's record says before and after training: the run it is
+(:func:`base_record`), and how it failed or was interrupted (:func:`failed`)."""
 from __future__ import annotations
 
 import math
@@ -18,13 +12,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablation.config import switches, variant_name
 from ablation.config.tuning import role, tuning_entry
-from ablation.runs.record import SCHEMA_VERSION, write_record
+from ablation.runs.record import write_record
+from ablation.runs.record_schema import SCHEMA_VERSION
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import stop_name
 from ablation.train.epoch_metrics import EpochMetrics
-
-__all__ = ["base_record", "failed", "plain_config", "run_tags", "write_failure"]
-
 
 def plain_config(cfg) -> dict:
     """A resolved, plain-dict copy of the config (what records and W&B store)."""

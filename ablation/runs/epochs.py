@@ -1,11 +1,9 @@
 """How a run's epoch times are read: the first epoch of each attempt is start-up.
 
-The first epoch a process trains includes tracing and compiling the step
-(seconds to minutes), which says nothing about the model's speed. So a run's
-steady epoch is the median of its other epochs, and its start-up the first
-epoch's excess over that. A resumed run starts up again at every attempt.
-Every reader of epoch times (the record's timings and throughput, the
-estimate, the progress line's ETA, the report) uses these.
+The first epoch a process trains includes tracing and compiling the step, which
+says nothing about the model's speed: a run's steady epoch is the median of its
+other epochs, its start-up the first epoch's excess over that. Every reader of
+epoch times uses these.
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """An exclusive lock on a job folder while its job runs, held by the OS.
 
-Two sweeps started into the same folder (twice by mistake, two Slurm arrays
-with the same ``name``) would otherwise train every job twice, write the same
-files and each log a W&B run. The lock is ``fcntl.flock`` on ``<job>/.lock``:
-the kernel holds it for the open file and drops it when the process ends,
-however it ends (SIGKILL included), so a rerun after a kill needs no
-stale-lock step. On Linux, ``flock`` on NFS is passed to the server as a
-POSIX lock, so jobs on several nodes of a cluster see each other's locks.
-
-The holder writes its host, pid and start time into the file, so a process
-that finds the folder taken can say who has it. The file is never removed or
-replaced while a job may use it: a lock on a file that another process has just
-unlinked would lock nothing. (After refused input, the command removes a job
-folder it created itself, holding the folder's lock: ``sweep/cleanup.py``.)
+Two sweeps started into the same folder would otherwise train every job twice.
+The lock is ``fcntl.flock`` on ``<job>/.lock``: the kernel drops it when the
+process ends, however it ends (SIGKILL included), so a rerun after a kill needs
+no stale-lock step; on Linux, ``flock`` on NFS is passed to the server as a POSIX
+lock, so jobs on several nodes see each other's. The holder writes its host, pid
+and start time into the file. The file is never removed or replaced while a job
+may use it: a lock on a file another process has just unlinked would lock nothing.
 """
 from __future__ import annotations
 
@@ -40,11 +34,16 @@ class JobBusy(RuntimeError):
         self.folder, self.holder = Path(folder), holder
         who = (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, "
                f"since {holder.get('since', '?')}") if holder else "holder unknown"
-        try:  # as the user named it: relative to the working folder when below it
-            shown = self.folder.resolve().relative_to(Path.cwd().resolve())
-        except ValueError:
-            shown = self.folder
-        super().__init__(f"{shown} is being run by another process ({who}): skipped")
+        super().__init__(f"{shown_path(self.folder)} is being run by another process "
+                         f"({who}): skipped")
+
+
+def shown_path(folder: Path) -> Path:
+    """``folder`` as the user named it: relative to the working folder when below it."""
+    try:
+        return folder.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return folder
 
 
 def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:
@@ -58,14 +57,9 @@ def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:
 @contextlib.contextmanager
 def job_lock(folder: str | Path, *, name: str = LOCK_FILE,
              wait_s: float = 0.0) -> Iterator[dict]:
-    """Hold ``folder``'s lock for the ``with`` block, or raise :class:`JobBusy`.
-
-    A job does not wait (``wait_s=0``: another process is running it, so it is
-    skipped at once); the report step waits up to ``wait_s`` seconds for the
-    other report of the folder to finish, and then makes its own. ``name`` is the
-    lock file, so one folder can have independent locks (the job's, the report's).
-    Yields what was written into the lock file (host, pid, since).
-    """
+    """Hold ``folder``'s lock for the ``with`` block, waiting up to ``wait_s``, or
+    raise :class:`JobBusy`. ``name``: the lock file (one folder can have several).
+    Yields what was written into it (host, pid, since)."""
     folder = make_folder(folder)
     # a link planted at the lock's name is never followed (nor truncated), a FIFO never waited on
     fd = open_lock(folder / name)

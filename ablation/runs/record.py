@@ -1,11 +1,8 @@
 """The per-run record, ``run.json``: what a run was and what it measured.
 
-Each job leaves this file in its output folder, and the reporter reads only
-these files (what the job returns to its sweep is a summary for the sweep's
-end lines, never the report's source). It is written atomically
-(temporary file, fsync, rename), so a reader never sees half a record and a
-crash never leaves a corrupt one behind. The writer and the reader check it
-against one declared schema (:mod:`ablation.runs.record_schema`).
+Each job leaves this file in its output folder, and the reporter reads only these
+files. It is written atomically, so a reader never sees half a record, and the
+writer and the reader check it against one schema (:mod:`ablation.runs.record_schema`).
 """
 from __future__ import annotations
 
@@ -19,13 +16,7 @@ from typing import Any
 
 from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
                             read_bytes, walk)
-from ablation.runs.record_schema import (RUN_ID, SCHEMA_VERSION, STATUSES, SchemaError,
-                                         validate_record)
-
-__all__ = ["SCHEMA_VERSION", "STATUSES", "RECORD_FILENAME", "CHECKPOINT_DIR", "STATE_FILE",
-           "ATTENTION_MAPS_FILE", "RecordError", "write_record", "read_record",
-           "find_records", "read_state", "read_state_file", "StateError", "earlier_run",
-           "unreadable_record", "MAX_RECORD_BYTES", "save_record", "BULKY_FIELDS"]
+from ablation.runs.record_schema import RUN_ID, SchemaError, validate_record
 
 RECORD_FILENAME = "run.json"
 # An unfinished run's last checkpoint (see ablation.train.checkpoint): its state file
@@ -54,10 +45,8 @@ def _finite(value: Any) -> Any:
 def write_record(directory: str | Path, record: dict) -> Path:
     """Write ``record`` to ``directory/run.json`` atomically; returns the path.
 
-    The record is checked against the schema first (what is checked is the
-    JSON written), so a record the reporter would refuse is never written:
-    :class:`RecordError` names the field. The file gets the mode every other
-    output gets (:func:`ablation.files.output_mode`), not ``mkstemp``'s private 0600.
+    The JSON written is checked against the schema first, so a record the reporter
+    would refuse is never written: :class:`RecordError` names the field.
     """
     directory = Path(directory)
     text = json.dumps(_finite(record), indent=2, allow_nan=False, default=str)
@@ -75,12 +64,10 @@ BULKY_FIELDS = ("history", "diagnostics", "traceback")
 
 
 def save_record(directory: str | Path, record: dict) -> bool:
-    """Write ``record``; True if whole. If the disk refuses it (full, a file-size
-    limit), write what fits: the record without its bulky fields, saying in
-    ``unsaved`` and ``save_error`` what was left out and why, so what was
-    measured (status, metrics, epochs) is never reported as not having happened.
-    Returns False then; raises the ``OSError`` only if even that cannot be
-    written, after logging the metrics on one line."""
+    """Write ``record``; True if whole. If the disk refuses it, write it without its
+    bulky fields, saying in ``unsaved`` and ``save_error`` what was left out and
+    why, so what was measured is never reported as not having happened, and return
+    False; raise the ``OSError`` only if even that fails, after logging the metrics."""
     try:
         write_record(directory, record)
         return True
@@ -107,10 +94,8 @@ class RecordError(ValueError):
 
 def read_record(path: str | Path) -> dict:
     """Read and check one record; raises :class:`RecordError` naming the problem.
-
-    Only a regular file of a sane size is read (:func:`read_bytes`): a link, a
-    FIFO or a huge file planted in a results folder is refused, never followed,
-    waited on or loaded."""
+    Only a regular file of a sane size is read: a link, a FIFO or a huge file
+    planted in a results folder is never followed, waited on or loaded."""
     path = Path(path)
     try:
         record = json.loads(read_bytes(path, MAX_RECORD_BYTES))
@@ -128,12 +113,9 @@ def read_record(path: str | Path) -> dict:
 
 
 def find_records(root: str | Path) -> list[Path]:
-    """Every ``run.json`` below ``root`` (or ``root`` itself), sorted.
-
-    Hidden folders are skipped: they hold outputs set aside by ``resume=false``.
-    Links are not followed (a linked folder would put another tree's runs in
-    this report).
-    """
+    """Every ``run.json`` below ``root`` (or ``root`` itself), sorted; hidden folders
+    (outputs set aside) are skipped, and links, which would bring another tree's
+    runs in, are not followed."""
     root = Path(root)
     if is_regular(root):
         return [root]

@@ -1,16 +1,10 @@
 """The declared schema of ``run.json``, shared by the writer and the reader.
 
-One pydantic model says what a record is. :func:`ablation.runs.record.write_record`
-validates against it before writing and :func:`ablation.runs.record.read_record`
-after reading, so the suite can never write a record its own reporter
-rejects, and a hand-edited or foreign record with wrong types is refused with
-the file and the field named instead of being half-read into a wrong table
-(``"spt": "false"`` read as true, a percentage shown as a fraction).
-
-Types are strict: booleans are JSON booleans, integers JSON integers (an
-integer is accepted where a number is), strings strings. Accuracies are
-fractions in [0, 1]. Keys this version does not know are kept (a newer
-writer may add fields); keys it knows must have the declared type.
+Records are validated before writing and after reading, so the suite never
+writes a record its own reporter rejects, and a record with wrong types is
+refused, naming the field, instead of being half-read into a wrong table
+(``"spt": "false"`` read as true). Types are strict; accuracies are fractions in
+[0, 1]; unknown keys are kept (a newer writer may add fields).
 """
 from __future__ import annotations
 

@@ -1,34 +1,17 @@
 """Weights & Biases, one run per job, and nothing at all when disabled.
 
-wandb is imported only when ``wandb.mode`` is not ``disabled``. A job that
-raises marks its W&B run failed (or, stopped by a signal or Ctrl-C,
-preempted) and finishes it: otherwise the next job in the same Hydra process
-would get the same run back from ``wandb.init()`` and its metrics would leak
-into it.
+A job that raises marks its W&B run failed (or, stopped, preempted) and finishes
+it: otherwise the next job in the same process would get the same run back from
+``wandb.init()`` and its metrics would leak into it. A resumed job continues its
+run under the same id, and the checkpoint's rows are replayed with their epoch as
+the step; offline, the earlier run folder of that id (a SIGKILL can leave it nearly
+empty) is set aside first, so ``wandb sync`` uploads only the complete one; online,
+steps below ``run.step`` are already on the server and not sent again.
 
-A resumed job continues its run under the same id and the run gets the whole
-per-epoch history, once: the checkpoint's rows are replayed with their epoch
-as the step. Offline, the earlier run folder of that id (cut short by a kill:
-a SIGKILL can leave its ``.wandb`` file nearly empty) is set aside first, so
-``wandb sync <job>/wandb/offline-run-*`` uploads only the complete one.
-Online, W&B resumes the run on its server (``resume="allow"``) and ``run.step``
-is "the W&B step of the next log() call"; steps below it are already there
-and are not sent again (W&B would drop them anyway).
-
-What W&B needs to group and plot the sweep: the config carries ``variant``
-(the tables' name, ``SL-ViT``) and the three switches as booleans, so a
-dashboard groups by ``variant`` rather than averaging the sweep's group into one
-line; ``define_metric`` makes ``epoch`` the x axis of every per-epoch metric
-and sets the summaries (``val/top1``: its maximum; test metrics: the final
-value). W&B's own console output (about 30 lines a run) is silenced unless
-``wandb.verbose=true``; one log line per run says where it is and how to sync it.
-
-W&B writes inside the job's folder: the run under ``wandb/``, its staging
-and cache folders under ``wandb/.data`` and ``wandb/.cache`` (unless the user
-exported ``WANDB_DATA_DIR`` / ``WANDB_CACHE_DIR``), never in a home folder
-that may be read-only or shared. And W&B never fails a job: a call that
-raises (a full disk, a read-only folder, a server error) is one warning, the
-training goes on, and the record's ``wandb.problems`` says what W&B could not do.
+W&B writes inside the job's folder (``wandb/``, ``wandb/.data``, ``wandb/.cache``),
+never in a home folder that may be read-only or shared. And W&B never fails a job:
+a call that raises is one warning, and the record's ``wandb.problems`` says what
+W&B could not do.
 """
 from __future__ import annotations
 
@@ -156,14 +139,9 @@ def unreachable(base_url: str) -> str | None:
 
 
 def import_early(mode: str) -> None:
-    """Import wandb, and what its first run imports, before TensorFlow is loaded.
-
-    wandb's settings and launch-input classes are pydantic models, and pydantic
-    reads their field docstrings through ``inspect.getmodule``, which walks
-    every loaded module: after TensorFlow's thousands, these imports take
-    longer (the launch inputs are imported by the first run's ``wandb.init``).
-    Nothing is imported when W&B is disabled.
-    """
+    """Import wandb, and what its first run imports, before TensorFlow is loaded:
+    pydantic reads wandb's models' field docstrings through ``inspect.getmodule``,
+    which walks every loaded module, TensorFlow's thousands included."""
     if mode == "disabled":
         return
     import wandb  # noqa: F401
@@ -203,19 +181,40 @@ def open_run(mode: str, output_dir: Path, **init):
 def tracked_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
                 output_dir: str | Path, run_id: str | None = None) -> Iterator[Tracker]:
     """Open one W&B run for one training job (or a no-op tracker if disabled).
-
-    ``settings`` is the ``wandb`` config group: mode, project, entity, group, tags.
-    The W&B files go under ``output_dir/wandb`` beside the run record.
-    ``run_id`` continues an earlier run (a resumed job) under the same id.
-    """
+    ``settings``: the ``wandb`` config group; ``run_id`` continues an earlier run."""
     if settings["mode"] == "disabled":
         yield Tracker()
         return
     output_dir = make_folder(output_dir)
     with wandb_folders(output_dir / "wandb"):
-        with _each_run(settings, name=name, config=config, tags=tags, output_dir=output_dir,
-                       run_id=run_id) as tracker:
+        run = open_run(
+            settings["mode"], output_dir,
+            project=settings["project"],
+            entity=settings.get("entity"),
+            group=settings.get("group"),
+            job_type="trial" if role(config) == "trial" else "train",  # a tuned sweep's search
+            name=name,
+            tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
+            config=wandb_config(config),
+            dir=str(output_dir),
+            reinit="finish_previous",
+            settings=console_settings(settings),
+            **({"id": run_id, "resume": "allow"} if run_id else {}),
+        )
+        # per-epoch metrics plotted against ``epoch``; the best validation, the final test
+        run.define_metric("epoch")
+        run.define_metric("*", step_metric="epoch")
+        for metric, summary in {"val/top1": "max", "val/top5": "max", "test/*": "last"}.items():
+            run.define_metric(metric, summary=summary)
+        tracker = WandbTracker(run, output_dir)
+        # Not ``with run:``: its exit prints the whole traceback on the terminal.
+        try:
             yield tracker
+        except BaseException as e:
+            finish_stopped(run, e)
+            raise
+        tracker.attempt("finish the run", run.finish)
+        log.info("%s", where(run))
 
 
 @contextlib.contextmanager
@@ -238,35 +237,6 @@ def wandb_folders(folder: Path) -> Iterator[None]:
 
 WANDB_FOLDERS = {"WANDB_DATA_DIR": ".data", "WANDB_CACHE_DIR": ".cache"}
 USER_WANDB_FOLDERS = frozenset(name for name in WANDB_FOLDERS if name in os.environ)
-
-
-@contextlib.contextmanager
-def _each_run(settings: Mapping, *, name: str, config: Mapping, tags: list[str],
-              output_dir: Path, run_id: str | None) -> Iterator[Tracker]:
-    run = open_run(
-        settings["mode"], output_dir,
-        project=settings["project"],
-        entity=settings.get("entity"),
-        group=settings.get("group"),
-        job_type="trial" if role(config) == "trial" else "train",  # a tuned sweep's search
-        name=name,
-        tags=list(dict.fromkeys([*tags, *(settings.get("tags") or [])])),
-        config=wandb_config(config),
-        dir=str(output_dir),
-        reinit="finish_previous",
-        settings=console_settings(settings),
-        **({"id": run_id, "resume": "allow"} if run_id else {}),
-    )
-    define_metrics(run)
-    tracker = WandbTracker(run, output_dir)
-    # Not ``with run:``: its exit prints the whole traceback on the terminal.
-    try:
-        yield tracker
-    except BaseException as e:
-        finish_stopped(run, e)
-        raise
-    tracker.attempt("finish the run", run.finish)
-    log.info("%s", where(run))
 
 
 def finish_stopped(run, error: BaseException) -> None:
@@ -299,19 +269,6 @@ def console_settings(settings: Mapping) -> dict:
     return {} if settings.get("verbose") else {"silent": True}
 
 
-# Per-epoch metrics are plotted against ``epoch``; summaries: the best validation
-# top-1 (W&B keeps ``val/top1`` as {"max": ...}) and the final test metrics.
-STEP_METRIC = "epoch"
-SUMMARIES = {"val/top1": "max", "val/top5": "max", "test/*": "last"}
-
-
-def define_metrics(run) -> None:
-    run.define_metric(STEP_METRIC)
-    run.define_metric("*", step_metric=STEP_METRIC)
-    for name, summary in SUMMARIES.items():
-        run.define_metric(name, summary=summary)
-
-
 def where(run) -> str:
     """One line: where the run is and how to upload it (offline) or its page (online)."""
     folder = Path(run.dir).parent
@@ -323,15 +280,9 @@ def where(run) -> str:
 
 def set_aside_offline_runs(wandb_dir: str | Path, run_id: str | None,
                            target: str | Path) -> list[Path]:
-    """Move the offline run folders of ``run_id`` (every one if None) in
-    ``wandb_dir`` to ``target``.
-
-    Before a run is opened again under the same id (a resumed job, a report
-    made again): the new folder will hold everything, and the old ones must not
-    be synced beside it. With None, before a job starts over (an attempt
-    killed or failed before its first checkpoint): its record will describe
-    only the new run. Returns the folders' new paths.
-    """
+    """Move the offline run folders of ``run_id`` (every one if None: a job starting
+    over) in ``wandb_dir`` to ``target``, before a run is opened again under that
+    id, so the old ones are not synced beside it. Returns their new paths."""
     old = sorted(p for p in entries(wandb_dir, "offline-run-*")
                  if run_id is None or p.name.endswith(f"-{run_id}"))
     moved = set_aside(old, target)

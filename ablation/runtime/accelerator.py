@@ -15,16 +15,10 @@ log = logging.getLogger(__name__)
 def configure(gpu: Mapping) -> None:
     """Apply the ``gpu`` config group; call it before Keras builds anything.
 
-    ``share_memory``: allocate GPU memory as needed, so several jobs fit on one
-    GPU. JAX reads its switch from the environment when it first uses the
-    device; TensorFlow's must be set per device before it is initialised (a
-    later job in the same process finds it already set).
-
-    ``compilation_cache`` (JAX): a folder where XLA keeps its compiled
-    programs, so a job whose program was compiled before (another seed of the
-    same variant, a rerun, a resumed job) loads it instead of compiling again;
-    on a GPU compiling the train and evaluation steps costs more than the
-    epochs of a short job. Other backends ignore it.
+    ``share_memory``: allocate GPU memory as needed, so several jobs fit on one GPU
+    (JAX reads it from the environment; TensorFlow's is set per device before it
+    is initialised). ``compilation_cache`` (JAX only): where XLA keeps compiled
+    programs, so a job compiled before loads them instead of compiling again.
     """
     share = bool(gpu["share_memory"])
     if share:

@@ -1,17 +1,9 @@
 """One GPU per job when a sweep's jobs share a machine with several GPUs.
 
-Jobs side by side (the joblib launcher that ``gpu.jobs_at_once`` picks on a GPU
-machine, or any launcher running several jobs on one node) would all compute
-on the first GPU. Here the job numbered ``n`` in its sweep takes GPU
-``devices[n % len(devices)]``, round robin, by narrowing ``CUDA_VISIBLE_DEVICES``
-before the backend first looks at the devices. ``gpu.devices`` names the GPUs
-the sweep may use (as ``CUDA_VISIBLE_DEVICES`` or the driver numbers them);
-null means every visible one.
-
-A process's first job decides: a backend keeps the devices it saw when it
-first looked, so a worker process that runs several jobs keeps its first job's
-GPU. Nothing changes for a single run, with one GPU or none, or where a
-scheduler already gave the job its one GPU (Slurm sets ``CUDA_VISIBLE_DEVICES``).
+Jobs side by side would all compute on the first GPU, so the job numbered ``n``
+takes ``devices[n % len(devices)]`` of ``gpu.devices`` (null: every visible one)
+by narrowing ``CUDA_VISIBLE_DEVICES`` before the backend first looks. A process's
+first job decides: a backend keeps the devices it saw first.
 """
 from __future__ import annotations
 

@@ -9,13 +9,9 @@ from ablation.config.backend import keras_backend_setting
 def import_keras():
     """Import Keras and its backend (the first time: seconds); returns ``keras``.
 
-    On the TensorFlow backend, JAX is hidden while TensorFlow loads: its
-    ``tf.lite`` imports JAX, when it is installed, for a converter no job
-    calls, which costs every job process part of its start and memory
-    (docs/performance.md). Hidden only during this import, so ``import jax`` works
-    afterwards; never when Keras, or JAX, is loaded already or Keras is set
-    to load another backend. What it costs: in that process TFLite's
-    ``experimental_from_jax`` converter is unavailable.
+    On the TensorFlow backend, JAX is hidden while TensorFlow loads: its ``tf.lite``
+    imports JAX for a converter no job calls, which costs every job process start
+    time and memory (docs/performance.md). ``import jax`` works afterwards.
     """
     if ("keras" in sys.modules or "jax" in sys.modules
             or keras_backend_setting()[0] != "tensorflow"):

@@ -1,22 +1,14 @@
 """Keep the backends' native start-up lines out of a sweep's output.
 
-TensorFlow (through absl and XLA) writes lines such as ``cudart_stub.cc:31]
-Could not find cuda drivers``, ``port.cc:153] oneDNN custom operations are on``
-and absl's ``All log messages before absl::InitializeLog() is called`` twice
-while it is imported, whatever ``TF_CPP_MIN_LOG_LEVEL`` says (absl writes
-them before TensorFlow reads it), and ``failed call to cuInit`` when it first
-looks for a GPU. Keras imports TensorFlow wherever it is installed, on every
-backend: on JAX or PyTorch at its first ``set_random_seed``, in the middle of
-a job. They are noise on a machine without a GPU and hide the lines that
-matter. :func:`quiet_native_stderr` captures file descriptor 2 around such a
-moment and writes back every line that is not a native log line, so a Python
-warning or error printed meanwhile is still seen; :func:`quiet_by_default`
-puts that capture around TensorFlow's import wherever it happens, and keeps
-JAX's informational platform lines (``Unable to initialize backend 'tpu'``,
-logged at INFO while it looks for a TPU, which Hydra's logging would print)
-out of the log.
-
-``VIT_ABLATION_DEBUG=1`` turns all of this off: every line is shown.
+TensorFlow (through absl and XLA) writes lines such as ``cudart_stub.cc:31] Could
+not find cuda drivers`` to fd 2 while it is imported, whatever
+``TF_CPP_MIN_LOG_LEVEL`` says (absl writes them before TensorFlow reads it), and
+Keras imports TensorFlow on every backend, even in the middle of a job.
+:func:`quiet_native_stderr` captures fd 2 around such a moment and writes back
+every line that is not a native log line, so a Python warning is still seen;
+:func:`quiet_by_default` puts it around TensorFlow's import wherever it happens and
+keeps JAX's INFO lines about its platform search out of the log.
+``VIT_ABLATION_DEBUG=1`` turns all of this off.
 """
 from __future__ import annotations
 
@@ -50,12 +42,9 @@ PLATFORM_LOGGERS = ("jax._src.xla_bridge",)
 
 
 def quiet_by_default() -> None:
-    """Unless debugging: TensorFlow's C++ logging shows only fatal errors, its
-    import (whenever it comes) passes through :func:`quiet_native_stderr`, and
-    JAX's platform search logs warnings and errors only.
-
-    Call before anything imports TensorFlow or JAX (TensorFlow reads the variable
-    once); calling it again changes nothing."""
+    """Unless debugging, quiet TensorFlow's C++ logging, its import and JAX's platform
+    search. Call before anything imports TensorFlow or JAX (TensorFlow reads the
+    variable once); calling it again changes nothing."""
     if debugging():
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

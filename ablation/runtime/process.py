@@ -11,12 +11,10 @@ _frozen = False
 def freeze_imported_objects() -> None:
     """Leave the objects made by the imports out of every later garbage collection.
 
-    TensorFlow and Keras leave hundreds of thousands of Python objects behind
-    their import. Every full collection walks them all: one runs around each
-    job, at interpreter exit and whenever tracing allocates enough, yet almost
-    none of them ever becomes garbage (the few that do stay, a bounded one-off). Called
-    once per process, after the imports and before the first job, so that
-    what jobs create is still collected as usual.
+    TensorFlow and Keras leave hundreds of thousands of objects behind their
+    import, which every full collection walks, yet almost none ever becomes
+    garbage. Called once per process, after the imports and before the first job,
+    so that what jobs create is still collected.
     """
     global _frozen
     if not _frozen:  # no collection first: the imports leave next to no garbage
@@ -42,14 +40,11 @@ def custom_gradient_names() -> set:
 def release_finished_graphs(existing: set) -> int:
     """Let the garbage collector free the graphs of a job that has ended.
 
-    TensorFlow registers a gradient function in a process-wide registry for
-    every ``custom_gradient`` it traces (``tf.distribute``'s ``all_reduce``
-    in the optimizer step uses one), under a unique name that is never
-    removed; each entry's closure keeps the whole traced train step alive,
-    so a process running several jobs (the basic launcher) would grow by a
-    whole train step per job. Only entries registered since ``existing`` (taken with
-    :func:`custom_gradient_names` when the job started) are removed, once the
-    job's model and functions are gone. Returns how many (0 on other backends).
+    TensorFlow registers a gradient function in a process-wide registry for every
+    ``custom_gradient`` it traces (the optimizer step's ``all_reduce``), never
+    removed, whose closure keeps the whole traced train step alive. Only entries
+    registered since ``existing`` (:func:`custom_gradient_names` when the job
+    started) are removed. Returns how many (0 on other backends).
     """
     registry = _gradient_registry()
     if registry is None:

@@ -1,17 +1,10 @@
 """Which code, libraries and device made a run: the ``environment`` of every record.
 
-A number in a table must say which code made it, so every record (and its
-W&B run's config) states this package's version and, when it runs from a
-git checkout, the commit and whether the code was changed since
-(``dirty``: tracked or new files under ``ablation/`` or ``conf/``, or
-``run_sweep.py``, ``pyproject.toml``); the versions of Keras, its backend
-library and NumPy; and the device (the CPU's model, the GPU's name, driver,
-CUDA and cuDNN where the backend says).
-
-Everything is read once per process: the code a process runs was loaded
-when it started, so a later edit of the checkout does not describe it.
-Every probe of git and the device is best effort: what cannot be read is
-null, never an error; git runs without taking its index lock.
+Every record states this package's version and, from a git checkout, the commit
+and whether :data:`CODE_PATHS` changed since; the library versions; the device.
+Read once per process: the code a process runs was loaded when it started, so a
+later edit of the checkout does not describe it. Every probe is best effort (what
+cannot be read is null), and git runs without taking its index lock.
 """
 from __future__ import annotations
 

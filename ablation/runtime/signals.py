@@ -1,28 +1,19 @@
 """Preemption signals turned into the exception Ctrl-C raises, so every stop is one path.
 
-Slurm and most schedulers stop a job with SIGTERM (and, through submitit's
-``--signal``, SIGUSR2 shortly before a time limit). Python's default for
-SIGTERM ends the process on the spot: no record, no line, a W&B run left
-"running". Inside :func:`interruptible`, SIGTERM raises :class:`Interrupted`
-(a ``KeyboardInterrupt``) in the main thread instead, so the epoch in flight
-is given up and the job ends exactly as after Ctrl-C: the record says
-``interrupted`` with the epoch to resume from, the W&B run is finished as
-preempted, and the process exits with ``128 + signal`` (143 for SIGTERM, 130
-for Ctrl-C), the shell's and the schedulers' convention.
+Schedulers stop a job with SIGTERM (submitit also sends SIGUSR2 before a time
+limit), whose default ends the process on the spot: no record, a W&B run left
+"running". Inside :func:`interruptible` it raises :class:`Interrupted` (a
+``KeyboardInterrupt``) in the main thread instead, so the job ends as after
+Ctrl-C: an ``interrupted`` record, the W&B run finished as preempted, exit
+``128 + signal``.
 
 A stop raised where Python swallows exceptions (a finalizer, a library's
-``except BaseException``) would let training run on: the stop is also kept as
-pending (:func:`pending_stop`), and training checks it after every batch and
-epoch (``ablation.train.fit``), raising it again. Ctrl-C takes the same path
-inside the block (unless SIGINT is ignored, as for a background job).
-
-A handler already installed in Python (submitit's, which requeues the Slurm
-job) runs first; its ``SystemExit`` is replaced by :class:`Interrupted`, so the
-job still writes its record before the process ends. Only the first stop
-raises: any later one, Ctrl-C included (pressed twice, or a SIGTERM after
-it), during the clean-up is noted and ignored, so the record still says
-``interrupted`` and the exit status is the first stop's (the scheduler's
-SIGKILL follows its grace time anyway).
+``except BaseException``) would let training run on, so it is also kept as
+pending (:func:`pending_stop`), which training checks after every batch. A handler
+already installed (submitit's, which requeues the job) runs first; its
+``SystemExit`` is replaced by :class:`Interrupted`, so the job still writes its
+record. Only the first stop raises: a later one during the clean-up is ignored, so
+the record and exit status stay the first stop's.
 """
 from __future__ import annotations
 
@@ -56,21 +47,14 @@ class Interrupted(KeyboardInterrupt):
         self.signum = int(signum)
         super().__init__(signal.Signals(self.signum).name)
 
-    @property
-    def signal_name(self) -> str:
-        return signal.Signals(self.signum).name
-
 
 def stop_behind(error: BaseException) -> BaseException:
     """The stop a signal raised, where native code turned it into another error.
 
-    A stop raised while TensorFlow's native code runs (building a model,
-    tracing) reaches Python as ``SystemError: ... returned a result with an
-    exception set`` with the stop as its cause, or as an error of the binding's
-    own that names it only in its text (pybind11's ``... REPLACED BY
-    Interrupted``): a new exception of that stop's kind, from the cause or, inside
-    :func:`interruptible`, from the stop asked for. ``error`` itself when it is a
-    stop or no stop was asked."""
+    A stop raised while TensorFlow's native code runs reaches Python as a
+    ``SystemError`` caused by it, or as the binding's own error (pybind11's ``...
+    REPLACED BY Interrupted``): a new exception of that stop's kind, from the cause
+    or the stop asked for. ``error`` itself when it is a stop or no stop was asked."""
     if isinstance(error, KeyboardInterrupt):
         return error
     link, seen = error.__cause__, set()
@@ -105,7 +89,7 @@ def exit_code(error: BaseException) -> int:
 
 def stop_name(error: BaseException) -> str:
     """``SIGTERM`` for a signal, ``Ctrl-C`` for a keyboard interrupt."""
-    return error.signal_name if isinstance(error, Interrupted) else "Ctrl-C"
+    return signal.Signals(error.signum).name if isinstance(error, Interrupted) else "Ctrl-C"
 
 
 def stay_stopped() -> None:

@@ -1,20 +1,9 @@
 """What a sweep tells its jobs: one serialised context in one environment variable.
 
-A multirun's jobs may run in other processes (joblib, submitit, Ray, Slurm),
-which inherit the environment and nothing else. So before Hydra writes
-anything, the sweep's process puts what its jobs need to know into one JSON
-value, :data:`SWEEP_CONTEXT_ENV`; each job reads it, and adds its own
-position when it starts:
-
-- ``new_folders``: the folders that did not exist before the command, the
-  only ones a refusal may remove (:mod:`ablation.sweep.cleanup`);
-- ``job_epochs``: every job's epochs, in job order, for the per-epoch lines'
-  sweep share and ETA (:mod:`ablation.train.progress`);
-- ``job_num``: the running job's position in the sweep, from 0.
-
-Every command starts a fresh context, so nothing inherited from an enclosing
-shell or an earlier command carries over. A value that is not a context (a
-hand-set variable) reads as no context at all: every field is optional.
+A multirun's jobs may run in other processes (joblib, submitit, Ray, Slurm), which
+inherit the environment and nothing else, so the sweep's process puts what its
+jobs need into one JSON value, :data:`SWEEP_CONTEXT_ENV`. Every command starts a
+fresh one; a value that is not a context reads as no context at all.
 """
 from __future__ import annotations
 
@@ -22,7 +11,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +21,9 @@ SWEEP_CONTEXT_ENV = "VIT_ABLATION_SWEEP"
 @dataclass(frozen=True)
 class SweepContext:
     """The sweep's facts a job needs; empty outside a sweep."""
-    new_folders: tuple[str, ...] = ()
-    job_epochs: tuple[int, ...] = field(default=())
-    job_num: int | None = None
+    new_folders: tuple[str, ...] = ()  # did not exist before the command: a refusal may remove
+    job_epochs: tuple[int, ...] = ()   # every job's, in job order: the per-epoch lines' ETA
+    job_num: int | None = None         # the running job's position, from 0
 
     @property
     def jobs(self) -> int | None:
@@ -57,32 +46,16 @@ class SweepContext:
             return cls()
         try:
             value = json.loads(text)
-            return cls(
-                new_folders=tuple(_strings(value.get("new_folders", []))),
-                job_epochs=tuple(_ints(value.get("job_epochs", []))),
-                job_num=_optional(value.get("job_num"), int))
+            folders, epochs = value.get("new_folders", []), value.get("job_epochs", [])
+            num = value.get("job_num")
+            if not (isinstance(folders, list) and all(isinstance(v, str) for v in folders)
+                    and isinstance(epochs, list) and all(type(v) is int and v >= 0 for v in epochs)
+                    and (num is None or type(num) is int)):
+                raise TypeError("expected lists of folders and counts, and a job number")
+            return cls(new_folders=tuple(folders), job_epochs=tuple(epochs), job_num=num)
         except (ValueError, TypeError, AttributeError) as e:
             log.debug("%s is not a sweep context (%s): ignored", SWEEP_CONTEXT_ENV, e)
             return cls()
-
-
-def _strings(values) -> list[str]:
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise TypeError("expected a list of strings")
-    return values
-
-
-def _ints(values) -> list[int]:
-    if not isinstance(values, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-        raise TypeError("expected a list of counts")
-    return values
-
-
-def _optional(value, kind):
-    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
-        return value
-    raise TypeError(f"expected {kind.__name__} or null")
 
 
 def current(environ: Mapping[str, str] | None = None) -> SweepContext:

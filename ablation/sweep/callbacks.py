@@ -1,12 +1,6 @@
-"""Hydra's callback for what a sweep does before its first job.
-
-:class:`SweepStart` checks every job (:mod:`ablation.sweep.preflight`),
-publishes the sweep context its jobs read
-(:mod:`ablation.runtime.sweep_context`) and prints the estimate
-(:mod:`ablation.sweep.estimate`). The sweep's end (the report, the failed and
-unfinished jobs, the exit status) is the suite's sweeper's, computed from
-what the jobs hand back (:mod:`hydra_plugins.vit_ablation.outcomes`).
-"""
+"""Hydra's callback for what a sweep does before its first job: check every job,
+publish the sweep context its jobs read, print the estimate. (The sweep's end is
+the suite's sweeper's: :mod:`hydra_plugins.vit_ablation.outcomes`.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +8,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 
-from ablation.config.compose import register_resolvers
+from ablation.config.compose import job_values, register_resolvers, sweep_job
 from ablation.config.hydra_internals import sweep_jobs
 from ablation.runtime.sweep_context import SweepContext, publish
 from ablation.sweep.cleanup import missing_folders
@@ -32,44 +26,27 @@ def job_configs(config) -> list[tuple[dict, Path]]:
     """Every job's resolved config (without ``hydra``) and output folder, as the
     sweeper will compose them."""
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
 
     loader = GlobalHydra.instance().config_loader()
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
-    configs = []
-    for overrides in sweep_jobs(parsed):
-        job = loader.load_sweep_config(config, overrides)
-        plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                 for k, v in job.items() if k != "hydra"}
-        configs.append((plain, Path(job.hydra.sweep.dir) / str(job.hydra.sweep.subdir)))
-    return configs
+    return [sweep_job(loader, config, overrides) for overrides in sweep_jobs(parsed)]
 
 
 class SweepStart(Callback):
     """Before Hydra writes anything: check every job's config, and count the jobs.
 
-    A bad value anywhere in the sweep (or in a single run) stops it here with
-    one line and exit 2, before Hydra creates a folder, so it leaves nothing
-    behind and never costs the jobs before it. A fresh sweep context then
-    names the folders about to be created (:mod:`ablation.sweep.cleanup`: a
-    job that refuses its data later removes exactly those) and every job's
-    epochs for the ``[3/4]`` and per-epoch lines.
+    A bad value anywhere in the sweep stops it here, before Hydra creates a folder,
+    so it never costs the jobs before it. A fresh sweep context then names the
+    folders about to be created (what a refusal may remove) and every job's epochs.
     """
 
     def on_run_start(self, config, **kwargs) -> None:
-        from omegaconf import OmegaConf
-
         from ablation.config.refusals import Refused
 
         if config.tune is not None:
             raise Refused("tune=... searches each variant over many jobs: run it as a sweep, "
                           "with -m (python run_sweep.py -m ... tune=learning_rate)")
-
-        def run():
-            plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                     for k, v in config.items() if k != "hydra"}
-            return [(plain, Path(str(config.hydra.run.dir)))]
-        self._check(run, config=config)
+        self._check(lambda: [(job_values(config), Path(str(config.hydra.run.dir)))], None, config)
 
     def on_multirun_start(self, config, **kwargs) -> None:
         composed = []
@@ -80,8 +57,7 @@ class SweepStart(Callback):
             composed[:] = jobs = job_configs(config)
             check_tunable([job for job, _ in jobs])  # tune=: before the estimate's probe
             return jobs
-        sweep_dir = Path(str(config.hydra.sweep.dir))
-        self._check(sweep, sweep_dir, config)
+        self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
         # a tuned sweep trains each variant's trials, then its final runs in their own folders
         self._estimate(planned_jobs(config, composed), config.hydra.launcher)
 
@@ -117,4 +93,3 @@ class SweepStart(Callback):
                                          *(folder for _, folder in jobs)]),
             job_epochs=tuple(int(job["trainer"]["epochs"]) for job, _ in jobs)
             if sweep_dir is not None else ()))
-

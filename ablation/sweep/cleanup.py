@@ -1,20 +1,13 @@
 """Folders this invocation created, so refused input leaves nothing behind.
 
-Hydra creates a job's folder (``.hydra/``, ``run_sweep.log``; in a multirun
-also the sweep folder and ``multirun.yaml``) before the job can find that its
-data cannot be loaded (no network for a download, a truncated archive). Before
-Hydra creates anything, :func:`missing_folders` names which of the folders
-about to be used do not exist yet; the list travels in the sweep context
-(:mod:`ablation.runtime.sweep_context`), so launchers' worker processes see it
-too. When a job refuses its input, :func:`remove_created` removes its folder
-only if it was on that list, and then each listed parent that holds nothing
-but Hydra's bookkeeping. A launcher's workers run jobs side by side, so one
-job's refusal cannot tidy a sibling's folder: the command's own process then
-calls :func:`remove_all_created` once every job has stopped. A launcher may
-pass on the first refusal while a sibling job is still being stopped (joblib
-kills its other workers), so that step first waits for each job's lock: a lock
-nobody holds is bookkeeping like ``.hydra/``. Nothing that existed before the
-command started is ever removed, nor any folder holding a run's output.
+Hydra creates a job's folder before the job can find that its data cannot be
+loaded. Before Hydra creates anything, :func:`missing_folders` names the folders
+about to be used that do not exist yet (the list travels in the sweep context, so
+launchers' workers see it). A refusing job removes its own folder if listed
+(:func:`remove_created`); as workers run jobs side by side, the command's own
+process then removes the rest (:func:`remove_all_created`), first waiting for each
+job's lock, since a launcher may pass on the first refusal while a sibling job is
+still being stopped. Nothing that existed before, or holds a run's output, is removed.
 """
 from __future__ import annotations
 

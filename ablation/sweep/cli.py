@@ -1,9 +1,5 @@
-"""The sweep command: one Hydra job trains one ViT variant; multirun sweeps them.
-
-    python run_sweep.py -m spt=true,false lsa=true,false experiment=smoke
-    vit-ablation -m spt=true,false lsa=true,false            # the same, installed
-
-Each job writes ``run.json`` (and its W&B run) in its folder under ``results/``.
+"""The sweep command: one Hydra job trains one ViT variant; multirun sweeps them
+(``python run_sweep.py -m spt=true,false lsa=true,false``, or ``vit-ablation``).
 Refused input is one line on stderr and exit 2, before anything is written.
 """
 from __future__ import annotations
@@ -68,18 +64,13 @@ def progress_line(cfg: DictConfig) -> str:
 
 
 def job(cfg: DictConfig) -> dict:
-    """One Hydra job: check, train one variant, leave its record; what it did.
-
-    What it did is the job's return value, which every launcher hands back to
-    the sweeper for the sweep's end (:mod:`hydra_plugins.vit_ablation.outcomes`).
-    A plain module-level function, so launchers that run jobs in other
-    processes (joblib, submitit, Ray) pickle it by reference."""
+    """One Hydra job: check, train one variant, leave its record; returns what it
+    did (:mod:`hydra_plugins.vit_ablation.outcomes`). A module-level function, so
+    launchers that run jobs in other processes pickle it by reference."""
     hydra_cfg = HydraConfig.get()
     output_dir = hydra_cfg.runtime.output_dir
     record_path = os.path.join(output_dir, RECORD_FILENAME)
-    # The config was checked before Hydra wrote anything (SweepStart), and run_job
-    # checks it once more as it starts; the data's paths, on the machine that runs
-    # the job, before Keras loads:
+    # the data's paths, on the machine that runs the job, before Keras loads
     try:
         check_source(OmegaConf.to_container(cfg.dataset, resolve=True))
     except DataError as e:
@@ -125,15 +116,6 @@ def job(cfg: DictConfig) -> dict:
     return outcome(ended[0], record_path, top1=metrics["test_top1"], top5=metrics["test_top5"])
 
 
-def log_to_files_only(message: str, error: BaseException) -> None:
-    """Write ``message`` and ``error``'s traceback to the job's log file, not the terminal."""
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, (),
-                            (type(error), error, error.__traceback__))
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
-
-
 def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> SystemExit:
     """A job stopped by a signal or Ctrl-C: one line on the terminal (what its
     record says), the traceback in the job's log; the exit status ``128 + signal``."""
@@ -143,7 +125,11 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
         line = read_record(os.path.join(output_dir, RECORD_FILENAME))["error"]
     except (RecordError, KeyError):
         line = f"interrupted by {stop_name(error)}; rerun the same command to resume"
-    log_to_files_only(f"{cfg.run_name}: {line}", error)
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, f"{cfg.run_name}: {line}", (),
+                            (type(error), error, error.__traceback__))
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
     print(f"{cfg.run_name}: {line}", file=sys.stderr, flush=True)
     return SystemExit(exit_code(error))
 

@@ -1,19 +1,10 @@
 """What a sweep will cost, printed before its first job trains.
 
-    sweep: 4 job(s) × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)
-    estimate: 2d03h on this device (cpu, tensorflow; probe: 50.0 training images/s, ...)
-    that is long for a CPU: a GPU trains this in a small fraction of the time ...
-
-The speed comes from earlier completed runs of the same model, input, batch
-size and precision on this host and backend (their ``train_images_per_s`` and
-epoch times), or else from a probe: the first job's model built, compiled and
-trained for a few steps on its own data in this process, then evaluated for a
-few, with the compile time measured. The probe runs only where the sweep's
-jobs run on this machine (Hydra's basic launcher, in this process, whose
-imports, data and, on JAX with ``gpu.compilation_cache``, compiled programs
-then serve the first job; or joblib, side by side, the default on a GPU);
-elsewhere only earlier runs give an estimate. ``estimate=false`` turns it off.
-The per-epoch lines that follow are :mod:`ablation.train.progress`.
+The speed comes from earlier completed runs of the same model and input on this
+host and backend, or else from a probe of the first job's model
+(:mod:`ablation.sweep.speed`). The probe runs only where the jobs run on this
+machine (the basic launcher, whose imports, data and compiled programs then serve
+the first job; or joblib): elsewhere only earlier runs give an estimate.
 """
 from __future__ import annotations
 
@@ -30,10 +21,9 @@ LONG_ON_CPU_S = 2 * 3600  # above this on a CPU the estimate names the faster pa
 
 
 def before_sweep(jobs: list[tuple[dict, Path]], launcher) -> None:
-    """What ``SweepStart`` prints before the first job: the sweep's size and
-    estimate, as the ``launcher`` (Hydra's ``hydra.launcher`` config) will run
-    the jobs. Data the first job cannot load is refused here, in one line; any
-    other failure of the estimate is one warning: the sweep does not depend on it."""
+    """What ``SweepStart`` prints before the first job, as the ``launcher`` (Hydra's
+    ``hydra.launcher`` config) will run the jobs. Data the first job cannot load is
+    refused here; any other failure is one warning: the sweep does not depend on it."""
     from ablation.config.refusals import Refused
     from ablation.data import DataError
 
@@ -81,9 +71,8 @@ def epochs_left(job: dict, folder: Path) -> int:
 
 def announce(jobs: list[tuple[dict, Path]], in_process: bool, at_once: int = 1) -> None:
     """Print the sweep's size and, where a speed is known or can be probed, its
-    estimated wall time on this device (a few lines on stdout). ``in_process``:
-    the jobs run on this machine (basic or joblib launcher), so a probe here
-    measures their device; ``at_once``: how many run side by side."""
+    estimated wall time. ``in_process``: the jobs run on this machine, so a probe
+    here measures their device; ``at_once``: how many run side by side."""
     from ablation.data import load_dataset, load_dataset_cached
 
     todo = [(job, left) for job, folder in jobs if (left := epochs_left(job, folder))]
@@ -109,11 +98,9 @@ def announce(jobs: list[tuple[dict, Path]], in_process: bool, at_once: int = 1) 
 def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total_jobs: int,
                  speed: Speed | None, device: str, at_once: int = 1) -> list[str]:
     """The printed lines for the ``jobs`` that will train, each of ``sizes``
-    (epochs, training images per epoch, evaluated per epoch, test images).
-    With ``at_once`` jobs side by side the wall time lies between the sum
-    over the jobs divided by ``at_once`` (perfect overlap) and the sum itself
-    (none): both are printed. A tuned sweep's jobs (``tune`` set) are its trials
-    (``tune.role=trial``) and final runs, counted apart."""
+    (epochs, training images per epoch, evaluated per epoch, test images). With
+    ``at_once`` jobs side by side the wall time lies between the sum divided by
+    ``at_once`` and the sum: both are printed. A tuned sweep's trials are counted apart."""
     from ablation.config.tuning import role
 
     trials = (sum(role(job) == "trial" for job in jobs)
@@ -143,10 +130,9 @@ def report_lines(jobs: list[dict], sizes: list[tuple[int, int, int, int]], total
 
 def size_line(sizes: list[tuple[int, int, int, int]], jobs: int,
               trials: int | None = None) -> str:
-    """``sweep: 4 jobs × 50 epochs × 45,000 training images (+ 5,000 evaluated per epoch)``
-    for the ``sizes`` of the jobs that will train, of ``jobs`` in all. A tuned sweep
-    (``trials``: how many of those jobs are its trials) names its final runs and its
-    trials: ``sweep: 12 job(s) (4 final run(s), 8 tuning trial(s)) × ...``."""
+    """``sweep: 4 job(s) × 50 epochs × 45,000 training images (+ 5,000 evaluated per
+    epoch)`` for the ``sizes`` of the jobs that will train, of ``jobs`` in all;
+    ``trials``: how many of those are a tuned sweep's trials."""
     done = jobs - len(sizes)
     count = f"{len(sizes)} job(s)"
     if trials is not None:

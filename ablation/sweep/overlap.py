@@ -1,20 +1,12 @@
 """On a GPU, a sweep's jobs share it: several at a time, without choosing a launcher.
 
 A job on a GPU spends much of its time compiling (host CPU work) and, for the
-small models of this suite, uses a fraction of the card while training, so
-jobs run side by side overlap compilation with training and finish the sweep
-sooner than one after another (docs/performance.md has the measurements).
-``gpu.jobs_at_once`` says how many:
-
-- ``auto`` (default): on a machine with a visible NVIDIA GPU, a multirun with
-  more than one job and no launcher on its command line runs up to
-  :data:`AUTO_JOBS_AT_ONCE` jobs at a time through Hydra's joblib launcher
-  (each job its own process; GPU memory taken as needed, ``gpu.share_memory``);
-  elsewhere (a CPU, where jobs would only compete for the same cores) one at a time;
-- ``1``: one at a time, as Hydra's basic launcher runs them;
-- ``k``: up to k at a time, on any machine.
-
-A launcher named on the command line (``hydra/launcher=...``) is always used as given.
+small models of this suite, uses a fraction of the card while training, so jobs
+side by side finish the sweep sooner (docs/performance.md). ``gpu.jobs_at_once``:
+``auto`` runs up to :data:`AUTO_JOBS_AT_ONCE` at a time through Hydra's joblib
+launcher where an NVIDIA GPU is visible, else one (on a CPU they would only
+compete for the same cores); ``k``: up to k. A launcher named on the command
+line is always used as given.
 """
 from __future__ import annotations
 
@@ -47,12 +39,9 @@ def jobs_at_once(setting, gpus: int) -> int:
 
 
 def launcher_overrides(args: list[str], setting, gpus: int | None = None) -> list[str]:
-    """The overrides that make a multirun's jobs share the machine, or ``[]``.
-
-    ``args`` is the command line without the program. Nothing is added to a
-    single run, a command that names a launcher, or where one job at a time
-    is what ``setting`` asks for.
-    """
+    """The overrides that make a multirun's jobs share the machine, or ``[]``
+    (a single run, a command that names a launcher, one job at a time).
+    ``args`` is the command line without the program."""
     if not ({"-m", "--multirun"} & set(args)):
         return []
     if any(a.lstrip("+~").startswith((LAUNCHER_GROUP + "=", "hydra.launcher.")) for a in args):

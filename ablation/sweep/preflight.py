@@ -1,35 +1,14 @@
 """Everything refused before any job runs: the command line before Hydra sees
 it, then every job's config before Hydra writes anything.
 
-The command line (:func:`check_command_line`), in the command's process:
-
-- An unknown config group option (``dataset=nonexistent``) makes Hydra print
-  a block of lines and exit 1; here it is one line naming the key, the value
-  and the valid options, and exit 2, before anything is written.
-- An override Hydra cannot parse (``name=é`` unquoted, ``name=~``), a key
-  that does not exist (``trainer.epoch=3``) or an interpolation that cannot
-  resolve (``name='${oc.env:NOPE}'``, ``name='${name}'``) would be a block of
-  lines or a traceback, exit 1: :func:`ablation.config.compose.check_composes`
-  composes the config once, as Hydra will, and turns each into one line, exit 2.
-- Hydra's commands combined in a way it refuses with a traceback (``-m
-  --info``, ``--cfg --info``, ``--resolve`` alone, ``--cfg hydra`` resolving
-  Hydra's folders, which name the job's keys it leaves out), and sweep values
-  without ``-m``, which Hydra refuses in a block of lines (:func:`check_commands`).
-  ``-m --cfg`` is not refused: the command prints every job's config
-  (:mod:`ablation.sweep.usage`).
-- A config that lacks a declared key (``~gpu.jobs_at_once``:
-  :func:`check_complete`) and a Keras backend that cannot load
-  (:func:`check_backend`), when a job is to run.
-
-Every job of the sweep (:func:`check_jobs`, called by
-:class:`ablation.sweep.callbacks.SweepStart` with each job's composed config):
-its values, its folder name, its data source, the
-paths it will write (:func:`check_paths`), no two jobs in one folder, and
-an earlier run in its folder of the same config and data.
-
-A secret, in an override's text or in any job's resolved config or folder, is
-refused first, so that no other refusal echoes it
-(:func:`ablation.config.secrets.check_no_secrets`).
+:func:`check_command_line`, in the command's process, turns what Hydra would
+report in a block of lines or a traceback, exit 1 (an unknown group option, an
+override it cannot parse, an unknown key, an interpolation that cannot resolve,
+its commands combined in a way it refuses), into one line, exit 2; it also
+refuses a config that lacks a declared key and a Keras backend that cannot load.
+:func:`check_jobs` (from :class:`ablation.sweep.callbacks.SweepStart`) checks every
+job's values, folder, data source and paths, and an earlier run in its folder.
+A secret is refused first, so that no other refusal echoes it.
 """
 from __future__ import annotations
 
@@ -43,10 +22,6 @@ from ablation.config.compose import check_composes, check_group_options
 from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
 from ablation.config.secrets import check_no_secrets
-
-__all__ = ["check_backend", "check_command_line", "check_commands", "check_complete",
-           "check_jobs", "check_paths"]
-
 
 def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
     """Every check of the command line, in order; raises :class:`ConfigError`
@@ -171,7 +146,7 @@ def job_folder_name(job: dict, folder: Path) -> str:
 
 def check_jobs(jobs: list[tuple[dict, Path]]) -> None:
     """Refuse a sweep that cannot run cleanly, naming the problem in one line."""
-    from ablation.config import ConfigError, check_folder_names, check_same_config, validate
+    from ablation.config import check_folder_names, check_same_config, validate
     from ablation.data import check_source
     from ablation.data.fingerprint import check_same_data, data_fingerprint, recorded_fingerprint
     from ablation.runs.record import earlier_run
@@ -225,15 +200,9 @@ SWEEP_FILES = (".report.lock", "multirun.yaml", ".replaced/", "report/", "report
 
 def check_paths(job: dict, folder: Path) -> None:
     """Refuse, in one line, a job whose writes would leave its root, follow a
-    link or meet the wrong kind of entry: an unsafe ``results_dir`` (empty, the
-    root, not writable), a job or sweep folder that is or passes through a link,
-    is not a folder or cannot be written, a link or wrong-kind entry at a name
-    the suite keeps.
-
-    The root is ``results_dir``; a job folder the user put elsewhere with
-    Hydra's own ``hydra.sweep.dir`` (or ``hydra.run.dir``) is honoured, with
-    the folder above it as the root and the same safety there."""
-    from ablation.config import ConfigError
+    link or meet the wrong kind of entry at a name the suite keeps. The root is
+    ``results_dir``, or the folder above a job folder the user put elsewhere with
+    ``hydra.sweep.dir`` (or ``hydra.run.dir``)."""
     from ablation.files import UnsafeFile, check_entries, check_results_dir
 
     try:

@@ -63,8 +63,7 @@ def _backend() -> str:
 
 def earlier_speed(job: dict, results_dir: Path) -> Speed | None:
     """The speed of the newest completed run in ``results_dir`` with ``job``'s
-    :func:`speed_key`, from its record: training images/s, and each epoch's
-    evaluation and the first epoch's excess (tracing) from its epoch times."""
+    :func:`speed_key`, from its record's throughput and epoch times."""
     from ablation.runs.record import RecordError, find_records, read_record
 
     found = []

@@ -1,14 +1,9 @@
 """What the sweep command shows without training: its help page, each job's config.
 
 ``--help`` is Hydra's own, with the template ``conf/hydra/help/vit_ablation.yaml``;
-its preset lines come from the resolvers registered here, which read each preset
-file's own header comment, so a new or edited preset shows up without a second
-description to keep in step.
-
-``-m --cfg job|hydra|all`` (Hydra alone refuses ``-m`` with ``--cfg``) prints
-every job's config of the sweep, as a YAML stream: one document per job, headed
-by the job's overrides, each printed by Hydra's own ``--cfg`` for that job's
-overrides (so ``hydra`` is Hydra's section as for a single run of that job).
+its preset lines are read from each preset file's own header comment, so a new
+preset shows up without a second description to keep in step. ``-m --cfg`` (which
+Hydra alone refuses) prints every job's config, each by Hydra's own ``--cfg``.
 """
 from __future__ import annotations
 
@@ -104,9 +99,13 @@ def wants_job_configs(args: list[str]) -> bool:
                                        and not (parsed.help or parsed.hydra_help))
 
 
-def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
-    """Hydra's flags in ``args`` without ``-m``, and each job's overrides as the
-    basic sweeper expands them (every combination of the comma-separated values)."""
+def print_job_configs(args: list[str], show: Callable[[list[str]], None],
+                      check: Callable[[list[str]], None]) -> None:
+    """Print each job's config, each under a ``--- # job 2/4: spt=False`` line:
+    ``show(job_args)`` is Hydra's ``--cfg`` for one job (Hydra's flags without ``-m``,
+    and the job's overrides as the basic sweeper expands them). All are composed
+    before any is printed; a job that fails is explained by ``check(job_args)`` in
+    one line where it can be, else by Hydra's own message."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from ablation.config.hydra_internals import sweep_jobs
@@ -120,17 +119,7 @@ def job_arguments(args: list[str]) -> tuple[list[str], list[list[str]]]:
         if value is not None:
             flags += [option, value]
     flags += ["--resolve"] if parsed.resolve else []
-    overrides = OverridesParser.create().parse_overrides(parsed.overrides)
-    return flags, sweep_jobs(overrides)
-
-
-def print_job_configs(args: list[str], show: Callable[[list[str]], None],
-                      check: Callable[[list[str]], None]) -> None:
-    """Print each job's config, each under a ``--- # job 2/4: spt=False`` line:
-    ``show(job_args)`` is Hydra's ``--cfg`` for one job. All are composed before
-    any is printed; a job that fails is explained by ``check(job_args)`` in one
-    line where it can be, else by Hydra's own message."""
-    flags, jobs = job_arguments(args)
+    jobs = sweep_jobs(OverridesParser.create().parse_overrides(parsed.overrides))
     shown = []
     for overrides in jobs:
         out, err = io.StringIO(), io.StringIO()

@@ -1,22 +1,11 @@
 """What each job hands back to its sweep, and the sweep's end computed from it.
 
-A job (:func:`ablation.sweep.cli.job`) returns its :func:`outcome`: what it
-did, where its record is, its headline numbers. Hydra hands every job's return
-value back to the sweeper as a ``JobReturn``, whichever launcher ran the job:
-the basic launcher in this process; joblib, submitit, Ray and Slurm pickle it
-back from their workers or nodes. The suite's sweeper
-(:mod:`hydra_plugins.vit_ablation.sweeper`) ends the sweep with
-:func:`end_sweep`: the report, then the jobs that failed, did not finish or
-were run by another process, and exit status 1 when any failed or did not
-finish. Only the returns of this sweep's jobs count, so what another sweep
-did in the same folder never changes this one's exit status.
-
-A return that holds no outcome is a job that ended without handing one back:
-a launcher that stopped waiting for it (the Slurm wait, after a time limit,
-``scancel``, a lost node or a signal) hands back a placeholder. It is listed
-as unfinished, with the line its record holds (where the rerun resumes) and
-the command that resumes it; a record that says ``completed`` lists nothing.
-A job whose task raised (Hydra's ``JobStatus.FAILED``) is listed as failed.
+A job returns its :func:`outcome`, which Hydra hands back to the sweeper as a
+``JobReturn`` whichever launcher ran it (pickled back from workers or nodes), and
+the sweeper ends the sweep with :func:`end_sweep`. Only this sweep's returns
+count, so what another sweep did in the same folder never changes its exit
+status. A return without an outcome is a job a launcher stopped waiting for (the
+Slurm wait): it is listed as unfinished, with the line its record holds.
 """
 from __future__ import annotations
 
@@ -26,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from ablation.runs.lock import shown_path
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +28,7 @@ def outcome(status: str, record: str, top1: float | None = None, top5: float | N
     """What one job did, as its return value: a plain dict, which pickles from any
     worker and means the same to any copy of this module (Hydra's plugin scan runs
     the module again, so a class defined here would not stay one class).
-
-    ``status``: ``completed`` (trained to the end), ``skipped`` (completed earlier
-    with the same config), ``busy`` (another process was running it: nothing trained
-    or written) or ``failed``; ``record``: the job's ``run.json`` (the holder's, when
-    busy); ``top1``, ``top5``: its test accuracies, when completed or skipped;
+    ``skipped``: completed earlier; ``busy``: another process was running it;
     ``detail``: one line, the error or who holds the folder."""
     assert status in STATUSES, status
     return {"status": status, "record": str(record), "top1": top1, "top5": top5,
@@ -130,14 +117,6 @@ def summary(sweep_dir, failures: list[tuple[Path, str]], busy: list[tuple[Path, 
         lines.append(f"{len(failures)} run(s) failed:")
         lines += [f"  {folder}: {error}" for folder, error in failures]
     return lines
-
-
-def shown_path(folder: Path) -> Path:
-    """``folder`` as the user named it: relative to the working folder when below it."""
-    try:
-        return folder.relative_to(Path.cwd().resolve())
-    except ValueError:
-        return folder
 
 
 def end_sweep(config, returns: list, folder_of: Callable[[list[str]], Path]) -> None:

@@ -1,25 +1,15 @@
 """Each study's search, in an Optuna journal: what to try next, what was found.
 
-One journal file holds every study of a sweep folder (Optuna's
-``JournalStorage`` with its file backend, safe for several processes on one
-file system). A study's budget is its trials that ran (completed, or failed as
-a run); a trial the sweep asked for but never launched (a kill between the two)
-is closed as failed and not counted. A trial in flight when the sweep stopped
-is still ``RUNNING`` in the journal: :meth:`Search.next_trial` hands it out
-again with its values, so its job resumes in its own folder.
+One journal file (Optuna's ``JournalStorage``, safe for several processes) holds
+every study of a sweep folder. A study's budget is its trials that ran; a trial
+asked for but never launched (a kill between the two) is closed as failed and not
+counted, and one in flight when the sweep stopped is handed out again
+(:meth:`Search.next_trial`), so its job resumes in its own folder.
 
-Proposals are reproducible: the sampler of the k-th trial of a study is seeded
-from ``tune.sampler_seed`` and k, so the same seed proposes the same values
-given the same results, whether or not the search was stopped and resumed
-between them, and every study draws the same random start-up values (common
-random numbers across variants).
-
-Nothing in the journal is believed unchecked: a trial counts only if its values
-name exactly the searched keys, each a finite number inside the study's range
-(as rounded when it was proposed), and a completed trial's score is a finite
-fraction in [0, 1]. Any other trial is left out of the budget, the resumption and
-the choice, with one warning naming the journal; a journal that cannot be parsed
-is :class:`DamagedJournal`, one line.
+The k-th trial's sampler is seeded from ``tune.sampler_seed`` and k, so proposals
+are the same whether or not the search was stopped and resumed, and every study
+draws the same start-up values. A trial whose journal entry cannot be believed
+(:func:`trial_problem`) is left out, with one warning.
 """
 from __future__ import annotations
 

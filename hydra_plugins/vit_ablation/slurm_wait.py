@@ -1,23 +1,13 @@
 """Hydra's Slurm launcher (submitit) with a wait that always ends.
 
-submitit waits for a job's result file, and learns that a job ended without
-one only from ``sacct``. Where a cluster keeps no accounting database, or a
-job ends without writing a result (its time limits spent, ``scancel``, a lost
-node, a job stopped by a signal that this suite turns into an ``interrupted``
-record), submitit's ``results()`` either waits forever or raises, and Hydra
-then ends the whole sweep with a traceback and no report.
-
-``hydra/launcher=slurm`` names :class:`hydra_plugins.vit_ablation.slurm.SlurmLauncher`
-(Hydra takes launchers only from its ``hydra_plugins`` package): Hydra's
-launcher with one change, made here. Each job's wait looks for the result file
-and asks ``squeue``, never ``sacct``: ``squeue`` lists a job while Slurm knows
-it, and an ended one for the cluster's ``MinJobAge``. A job that Slurm lists
-as ended, or no longer lists, and that has left no result
-``hydra.launcher.result_grace_s`` seconds later (a shared file system may show the file late), is given up:
-the launcher returns a placeholder for it (a ``JobReturn`` with no outcome),
-the sweep goes on to its report, and the sweep's end lists the job as
-unfinished, with the command that resumes it, and exits 1
-(:mod:`hydra_plugins.vit_ablation.outcomes`).
+submitit learns that a job ended without a result file only from ``sacct``, so
+where a cluster keeps no accounting database, or a job ends without a result (a
+time limit, ``scancel``, a lost node, a signal), it waits forever or raises, and
+Hydra ends the sweep with a traceback and no report. Here each job's wait asks
+``squeue`` instead, and a job that Slurm lists as ended, or no longer lists, with
+no result ``hydra.launcher.result_grace_s`` seconds later (a shared file system
+may show it late) is given up: a placeholder ``JobReturn``, which the sweep's end
+lists as unfinished (:mod:`hydra_plugins.vit_ablation.outcomes`).
 """
 from __future__ import annotations
 

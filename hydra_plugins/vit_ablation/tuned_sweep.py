@@ -1,22 +1,15 @@
 """A tuned sweep: each variant searched on validation, then its final runs.
 
-With a ``tune=...`` preset, the sweep's combinations are grouped into
-*studies*: a combination without its seed (one variant, with whatever else
-the command line sweeps). Every study gets the same budget: ``tune.trials``
-trial jobs, each training at values the search proposes for ``tune.params``
-(log-uniform within ``tune.spread`` of the preset's values), with the seed
-``tune.search_seed`` and ``tune.epochs`` epochs, scored by its final
-validation top-1 (the test split is never read for a choice). Then each
-requested seed trains at its study's best values: the final runs, whose
-folder names carry those values. Trials and final runs are jobs like any
-other (records, locks, W&B runs), launched in rounds through the chosen
-Hydra launcher, one trial of every unfinished study per round.
+With a ``tune=...`` preset, the sweep's combinations are grouped into *studies*
+(a combination without its seed). Every study gets ``tune.trials`` trial jobs at
+values the search proposes for ``tune.params`` (log-uniform within ``tune.spread``
+of the preset's), with ``tune.search_seed``, scored by final validation top-1 (the
+test split is never read for a choice); then each requested seed trains at its
+study's best values. Trials are launched in rounds, one per unfinished study.
 
 The search (:mod:`hydra_plugins.vit_ablation.search`) keeps its state in an Optuna
-journal in ``<sweep>/.tuning/``, so a stopped sweep resumes where it was: a
-finished trial is never run again, and a trial in flight when the sweep
-stopped is run again in its own folder, where it resumes from its checkpoint.
-One process tunes a sweep folder at a time (its ``.tuning`` lock).
+journal in ``<sweep>/.tuning/``, so a stopped sweep resumes where it was; one
+process tunes a sweep folder at a time (its ``.tuning`` lock).
 """
 from __future__ import annotations
 
@@ -52,10 +45,8 @@ class Study:
     seeds: list[int] = field(default_factory=list)
 
     def id(self, protocol: Protocol) -> str:
-        """The study's name in the journal and in its jobs' ``tune.study``: its
-        variant's settings and switches and the protocol, so the same search is
-        found again by any command that asks for it (other paths, W&B modes or
-        report options alike)."""
+        """The study's name in the journal and its jobs' ``tune.study``, from its
+        settings, switches and protocol: any command asking for the same search finds it."""
         text = json.dumps({"experiment": self.identity, **protocol.key()}, sort_keys=True)
         # a letter first: an override value of hex digits alone could parse as a number
         return "s" + hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -146,8 +137,7 @@ def check_jobs(jobs: Sequence[Mapping]) -> None:
     protocol = Protocol.of(tune)
     _check_search_seed(protocol, {int(job["seed"]) for job in jobs})
     for job in jobs:
-        name = variant_name(switches(job))
-        _check_config(protocol, job, name)
+        _check_config(protocol, job, variant_name(switches(job)))
         _check_range(protocol, job, _centre(protocol, job))
 
 
@@ -216,18 +206,10 @@ def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str]
 
 def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path]]:
     """What the sweep will train, as (config, folder) pairs in launch order, for its
-    estimate (:mod:`ablation.sweep.estimate`). Outside a tuned sweep: ``jobs``, each
-    job's resolved config and folder as the basic sweeper composes them.
-
-    A tuned sweep trains none of those as they are: first each study's trials still to
-    run (its budget less the trials its journal says have run; stand-ins at the
-    preset's values, marked ``tune.role=trial``), then each study's final runs. Where
-    its search has ended, a final run is composed at its chosen values, in the folder
-    it will train in (a completed one trains nothing); where it has not, its values
-    and folder are not known yet and it counts whole; a study whose trials all failed
-    has no final runs. ``config``: the sweep's Hydra config. With ``estimate=false``
-    nothing is read; should the plan fail (an unreadable journal), one warning and
-    no estimate: the sweep does not depend on it."""
+    estimate: outside a tuned sweep, ``jobs``; in one, each study's trials still to run
+    (stand-ins at the preset's values), then its final runs (at the chosen values where
+    the search has ended; else counted whole). ``config``: the sweep's Hydra config.
+    Should the plan fail (an unreadable journal), one warning and no estimate."""
     tune = jobs[0][0].get("tune") if jobs else None
     if not tune or not jobs[0][0].get("estimate", True):
         return jobs
@@ -240,27 +222,25 @@ def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path
 
 def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
                   ) -> list[tuple[dict, Path]]:
+    from functools import partial
+
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
 
+    from ablation.config.compose import sweep_job
     from ablation.config.hydra_internals import sweep_jobs
     from hydra_plugins.vit_ablation.search import Search
 
-    loader = GlobalHydra.instance().config_loader()
-
-    def compose(overrides: list[str]) -> tuple[dict, Path]:
-        job = loader.load_sweep_config(config, list(overrides))
-        plain = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                 for k, v in job.items() if k != "hydra"}
-        return plain, Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
-
+    compose = partial(sweep_job, GlobalHydra.instance().config_loader(), config)
     combinations = sweep_jobs(OverridesParser.create().parse_overrides(
         list(config.hydra.overrides.task)))
     composed = ({tuple(c): job for c, (job, _) in zip(combinations, jobs)}
                 if len(combinations) == len(jobs) else {})
-    studies = plan(protocol, combinations,
-                   lambda c: composed.get(tuple(c)) or compose(c)[0])
+
+    def values_of(combination) -> dict:
+        return composed.get(tuple(combination)) or compose(combination)[0]
+
+    studies = plan(protocol, combinations, values_of)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     search = Search.existing(sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
     unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
@@ -273,7 +253,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     for number in range(max((left for left, _ in progress.values()), default=0)):
         for study in studies:  # one trial of every unfinished study a round, as launched
             if progress[study.name][0] > number:
-                first = composed.get(tuple(study.finals[0])) or compose(study.finals[0])[0]
+                first = values_of(study.finals[0])
                 trials.append(({**first, "seed": protocol.search_seed,
                                 "trainer": {**first["trainer"],
                                             **({"epochs": protocol.epochs}
@@ -283,8 +263,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
         left, best = progress[study.name]
         for combination in study.finals:
             if left:
-                finals.append((composed.get(tuple(combination)) or compose(combination)[0],
-                               unknown))
+                finals.append((values_of(combination), unknown))
             elif best is not None:
                 finals.append(compose(final_overrides(protocol, study, combination, best[1])))
     return [*trials, *finals]
@@ -304,16 +283,11 @@ class Tuner:
         self.job_idx = 0
         self.returns = []  # the JobReturns the sweep's end tallies
 
-    def _job(self, overrides: list[str]):
-        return self.loader.load_sweep_config(self.config, list(overrides))
-
     def config_of(self, overrides: list[str]) -> dict:
         """A job's resolved config (``hydra`` aside), as the job will see it."""
-        from omegaconf import OmegaConf
+        from ablation.config.compose import job_values
 
-        job = self._job(overrides)
-        return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in job.items() if k != "hydra"}
+        return job_values(self.loader.load_sweep_config(self.config, list(overrides)))
 
     def run(self, arguments: list[str]) -> list:
         """Search, then train the final runs; the returns of the jobs the sweep's end
@@ -449,9 +423,8 @@ class Tuner:
 
 def objective(ret) -> tuple[str, float | None]:
     """(status, validation top-1) of a trial, from its job's ``JobReturn``: ``completed``
-    with its objective (from its record), ``failed`` (a run that failed: no value, still
-    counted), or anything else (busy, raised, ended without handing back what it did:
-    not finished)."""
+    with its objective, ``failed`` (no value, still counted), or anything else (busy,
+    raised, ended without handing back what it did: not finished)."""
     from ablation.runs.record import RecordError, read_record
 
     done = outcome_of(ret)
