@@ -330,14 +330,13 @@ MUTATIONS = (
              "q/k/v projections with biases"),
     # --- a tuned sweep's budget: a failed trial is one trial (tests/test_tuning.py)
     Mutation("budget_ignores_failed_trials", "hydra_plugins/vit_ablation/search.py",
-             "return sum(1 for t in self._trials(study_id)\n"
-             "                   if t.state in (states.COMPLETE, states.FAIL)",
-             "return sum(1 for t in self._trials(study_id)\n"
-             "                   if t.state in (states.COMPLETE,)",
+             "self._trials(study_id, ranges, (states.COMPLETE, states.FAIL))",
+             "self._trials(study_id, ranges, (states.COMPLETE,))",
              "a failed trial does not count: its variant gets one more", tests=(BUDGET_TEST,)),
     Mutation("budget_counts_failed_twice", "hydra_plugins/vit_ablation/search.py",
-             "return sum(1 for t in self._trials(study_id)",
-             "return sum(2 if t.state == states.FAIL else 1 for t in self._trials(study_id)",
+             "return sum(1 for t in self._trials(study_id, ranges,",
+             "return sum(2 if t.state == states.FAIL else 1 for t in "
+             "self._trials(study_id, ranges,",
              "a failed trial counts twice: its variant gets one fewer", tests=(BUDGET_TEST,)),
     Mutation("failed_trial_never_told", "hydra_plugins/vit_ablation/tuned_sweep.py",
              'if status in ("completed", "failed"):', 'if status == "completed":',
