@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 
 VALUES_ATTR = "values"  # a launched trial's values, as trained (rounded)
 # A value as proposed is rounded to a few significant digits, so it may sit just
-# outside its range: half a unit in the last digit kept.
-ROUNDING = 10.0 ** -SIGNIFICANT_DIGITS / 2
+# outside its range: by half a unit in the last digit kept, at most this fraction of it.
+ROUNDING = 10.0 ** (1 - SIGNIFICANT_DIGITS) / 2
 
 Ranges = Mapping[str, tuple[float, float]]
 

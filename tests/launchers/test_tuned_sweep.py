@@ -502,3 +502,27 @@ def test_a_failed_trial_counts_against_its_variants_budget(tmp_path, monkeypatch
         best = max(done, key=lambda r: r["metrics"]["final_val_top1"])
         assert final["config"]["trainer"]["learning_rate"] == \
             best["config"]["trainer"]["learning_rate"]
+
+
+@pytest.mark.parametrize("centre", [0.00333, 7.77e-4, 0.0123, 1.05e-5, 0.003])
+def test_a_proposal_rounded_at_the_edge_of_its_range_is_believed(centre):
+    """A value is trained rounded to three significant digits, which can put a draw
+    at the range's edge just outside it (0.000333 below 0.000333…): still believed."""
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    from ablation.config.tuning import rounded
+    from hydra_plugins.vit_ablation.search import trial_problem
+
+    low, high = centre / 3, centre * 3
+    ranges = {"trainer.learning_rate": (low, high)}
+    for value in (rounded(low), rounded(high), rounded(low * 1.0004), rounded(high / 1.0004)):
+        trial = optuna.trial.create_trial(
+            params={"trainer.learning_rate": min(max(value, low), high)},
+            distributions={"trainer.learning_rate": FloatDistribution(low, high, log=True)},
+            value=0.5, user_attrs={"values": {"trainer.learning_rate": value}})
+        assert trial_problem(trial, ranges) is None, value
+    assert trial_problem(optuna.trial.create_trial(
+        params={"trainer.learning_rate": high}, value=0.5,
+        distributions={"trainer.learning_rate": FloatDistribution(low, high, log=True)},
+        user_attrs={"values": {"trainer.learning_rate": high * 1.02}}), ranges) is not None
