@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ablation.files import (REPLACED_DIR, atomic_write, entries, is_folder, is_regular,
-                            make_folder, move, read_text, remove_tree, replaced_folder,
-                            set_aside)
+                            make_folder, move, read_text, remove_empty_folder, remove_tree,
+                            replaced_folder, set_aside)
 from ablation.report.load import ReportError
 
 MANIFEST = "report.json"
@@ -93,11 +93,43 @@ class Generation:
     replaced: Path
 
 
+def recover(out: Path) -> None:
+    """Finish or undo the swap of a report killed half-way, so ``out`` holds one whole
+    generation again: a staging folder holding its manifest began a swap; where
+    that manifest is already ``out``'s, the rest of its files move in, else the
+    generation it set aside moves back. Any other staging folder (a report killed
+    while writing) is removed."""
+    for stage in entries(out, STAGING_PREFIX + "*"):
+        staged, current = _read_manifest(stage), _read_manifest(out)
+        if staged and current and current.get("generation") == staged.get("generation"):
+            for name in staged["files"]:
+                if report_name(name) and is_regular(stage / name):
+                    move(stage / name, out / name)
+        elif staged:
+            aside = out / REPLACED_DIR / f"report-{staged.get('generation')}"
+            for path in entries(aside) if GENERATION_NAME.match(aside.name) else []:
+                if (report_name(path.name) or path.name == MANIFEST) and is_regular(path) \
+                        and not os.path.lexists(out / path.name):
+                    move(path, out / path.name)
+            remove_empty_folder(aside)
+        remove_tree(stage)
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    """``folder``'s ``report.json`` when it is one (a dict listing plain file names)."""
+    try:
+        manifest = json.loads(read_text(folder / MANIFEST, MANIFEST_LIMIT))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(manifest, dict) and isinstance(manifest.get("files"), list) and all(
+        isinstance(n, str) and n == Path(n).name for n in manifest["files"])
+    return manifest if ok else None
+
+
 @contextlib.contextmanager
 def generation(out: Path) -> Iterator[Generation]:
     """A staging folder to write a whole report into; on success it becomes ``out``'s."""
-    for stale in entries(out, STAGING_PREFIX + "*"):  # a report killed while writing
-        remove_tree(stale)
+    recover(out)  # a report killed earlier: its swap finished or undone first
     stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
     moved = replaced_folder(out)  # not created until something is set aside
     current = Generation(stage, moved.with_name("report-" + moved.name))
@@ -117,15 +149,19 @@ def generation(out: Path) -> Iterator[Generation]:
                 f"nothing was replaced; move them, or write the report elsewhere (--out DIR)")
         earlier += [out / MANIFEST] if is_regular(out / MANIFEST) else []
         target = current.replaced
-        set_aside(earlier, target)
-        atomic_write(out / MANIFEST, json.dumps({
+        # the manifest goes first into the stage: a swap killed after this point is
+        # finished or undone by the next report (recover), never left half-way
+        manifest = json.dumps({
             "generation": target.name.removeprefix("report-"),
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "files": files}, indent=2) + "\n", fsync=False)
+            "files": files}, indent=2) + "\n"
+        atomic_write(stage / MANIFEST, manifest)
+        set_aside(earlier, target)
+        atomic_write(out / MANIFEST, manifest)
         for name in files:
             move(stage / name, out / name)
     finally:
-        remove_tree(stage)
+        recover(out)
 
 
 def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:

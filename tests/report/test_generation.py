@@ -181,3 +181,49 @@ def test_a_damaged_manifest_in_the_way_is_named(tmp_path):
             generation(tmp_path) as current:
         (current.stage / "comparison.md").write_text("report")
     assert (tmp_path / "comparison.md").read_text() == "an earlier report"
+
+
+@pytest.mark.parametrize("moves_before_the_kill", [0, 1, 2],
+                         ids=["before the new manifest", "before any new file", "after one file"])
+def test_a_report_killed_mid_swap_leaves_one_whole_generation_after_recovery(tmp_path,
+                                                                           moves_before_the_kill):
+    """SIGKILL between setting the earlier generation aside and moving the new one in:
+    the next report first restores the earlier one (nothing of the new moved yet) or
+    finishes the new one (its manifest in place), never a mix."""
+    from ablation.report.generation import recover
+    from tests.helpers.paths import ROOT
+
+    with generation(tmp_path) as current:
+        (current.stage / "comparison.md").write_text("old")
+        (current.stage / "top1.png").write_bytes(b"old")
+    child = f"""
+import os
+from pathlib import Path
+import ablation.report.generation as gen
+done, real = [0], gen.move
+def move(a, b):
+    if done[0] == {moves_before_the_kill} - 1:
+        os._exit(9)
+    done[0] += 1
+    return real(a, b)
+gen.move = move
+real_write = gen.atomic_write
+def atomic_write(path, data, **kwargs):
+    if path.name == "report.json" and path.parent.name == {tmp_path.name!r} \
+            and {moves_before_the_kill} == 0:
+        os._exit(9)  # set aside, the new manifest not yet in place
+    return real_write(path, data, **kwargs)
+gen.atomic_write = atomic_write
+with gen.generation(Path({str(tmp_path)!r})) as g:
+    (g.stage / "comparison.md").write_text("new")
+    (g.stage / "comparison.csv").write_text("new")
+"""
+    killed = subprocess.run([sys.executable, "-c", child], cwd=ROOT, capture_output=True)
+    assert killed.returncode == 9, killed.stderr[-2000:]
+    recover(tmp_path)
+    manifest = json.loads((tmp_path / MANIFEST).read_text())
+    shown = {p.name for p in tmp_path.iterdir() if not p.name.startswith(".")} - {MANIFEST}
+    assert shown == set(manifest["files"])                      # one generation, whole
+    expected = "old" if moves_before_the_kill == 0 else "new"  # its manifest not yet in place
+    assert {(tmp_path / n).read_bytes() for n in shown} == {expected.encode()}
+    assert not list(tmp_path.glob(".report-new-*"))
