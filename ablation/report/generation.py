@@ -105,9 +105,9 @@ def recover(out: Path) -> None:
             for name in staged["files"]:
                 if report_name(name) and is_regular(stage / name):
                     move(stage / name, out / name)
-        elif staged:
-            aside = out / REPLACED_DIR / f"report-{staged.get('generation')}"
-            for path in entries(aside) if GENERATION_NAME.match(aside.name) else []:
+        elif staged and GENERATION_NAME.match(name := f"report-{staged.get('generation')}"):
+            aside = out / REPLACED_DIR / name  # a name of that pattern: never leads out
+            for path in entries(aside):
                 if (report_name(path.name) or path.name == MANIFEST) and is_regular(path) \
                         and not os.path.lexists(out / path.name):
                     move(path, out / path.name)

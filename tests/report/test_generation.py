@@ -227,3 +227,17 @@ with gen.generation(Path({str(tmp_path)!r})) as g:
     expected = "old" if moves_before_the_kill == 0 else "new"  # its manifest not yet in place
     assert {(tmp_path / n).read_bytes() for n in shown} == {expected.encode()}
     assert not list(tmp_path.glob(".report-new-*"))
+
+
+def test_a_planted_staging_manifest_moves_or_removes_nothing_outside(tmp_path):
+    from ablation.report.generation import recover
+
+    out, victim = tmp_path / "sweep", tmp_path / "victim"
+    victim.mkdir()
+    stage = out / ".report-new-planted"
+    stage.mkdir(parents=True)
+    (stage / MANIFEST).write_text(json.dumps({"generation": "/../../../victim",
+                                              "files": ["comparison.md"]}))
+    recover(out)
+    assert victim.is_dir() and not stage.exists()
+    assert sorted(p.name for p in out.iterdir()) == []
