@@ -121,9 +121,11 @@ def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> Syste
     record says), the traceback in the job's log; the exit status ``128 + signal``."""
     from ablation.runs.record import RecordError, read_record
 
-    try:
-        line = read_record(os.path.join(output_dir, RECORD_FILENAME))["error"]
-    except (RecordError, KeyError):
+    try:  # a completed record: the stop came after it was written
+        line = read_record(os.path.join(output_dir, RECORD_FILENAME))["error"] or (
+            f"completed, then stopped by {stop_name(error)}: rerun the same command to finish "
+            f"the sweep and its report (completed jobs are skipped)")
+    except (RecordError, KeyError, OSError):
         line = f"interrupted by {stop_name(error)}; rerun the same command to resume"
     record = log.makeRecord(log.name, logging.ERROR, __file__, 0, f"{cfg.run_name}: {line}", (),
                             (type(error), error, error.__traceback__))

@@ -101,3 +101,23 @@ def test_a_failed_job_does_not_stop_the_sweep_and_every_failure_is_listed(tmp_pa
     # the report still ran, with the failed run counted in its own block
     md = next(tmp_path.glob("*/comparison.md")).read_text()
     assert "trainer.learning_rate=1000000000.0" in md and "0 (+1 failed)" in md
+
+
+def test_a_stop_after_the_record_was_written_says_what_to_rerun(tmp_path, capsys):
+    """SIGTERM between a job's completed record and the sweep's end: one line saying the
+    job completed and what finishes the sweep, never ``vit-s0: None``."""
+    import signal
+
+    from omegaconf import OmegaConf
+
+    from ablation.runtime.signals import Interrupted
+    from ablation.sweep.cli import stopped
+    from tests.helpers.records import record
+
+    folder = record(tmp_path, False, False, False, 0, 0.5, name="vit-s0")
+    ended = stopped(Interrupted(signal.SIGTERM), OmegaConf.create({"run_name": "vit-s0"}),
+                    str(folder))
+    assert ended.code == 143
+    line = capsys.readouterr().err.strip()
+    assert line == ("vit-s0: completed, then stopped by SIGTERM: rerun the same command to "
+                    "finish the sweep and its report (completed jobs are skipped)")
