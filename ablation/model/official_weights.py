@@ -127,17 +127,23 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
                   k + "attention/value/kernel": v.T,
                   k + "attention/output/kernel": official[o + "0.fn.to_out.0.weight"].T,
                   k + "attention/output/bias": official[o + "0.fn.to_out.0.bias"],
-                  k + "attention_norm/gamma": official[o + "0.norm.weight"],
-                  k + "attention_norm/beta": official[o + "0.norm.bias"],
-                  k + "mlp_norm/gamma": official[o + "1.norm.weight"],
-                  k + "mlp_norm/beta": official[o + "1.norm.bias"],
-                  k + "mlp/dense_0/kernel": official[o + "1.fn.net.0.weight"].T,
-                  k + "mlp/dense_0/bias": official[o + "1.fn.net.0.bias"],
-                  k + "mlp/output/kernel": official[o + "1.fn.net.3.weight"].T,
-                  k + "mlp/output/bias": official[o + "1.fn.net.3.bias"]})
+                  **_norms_and_mlp(official, k, o + "0.norm.", o + "1.norm.", o + "1.fn.net.")})
         if o + "0.fn.scale" in official:
             w[k + "attention/temperature"] = official[o + "0.fn.scale"]
     return w
+
+
+def _norms_and_mlp(official: Mapping, block: str, attention_norm: str, mlp_norm: str,
+                   mlp: str) -> dict[str, np.ndarray]:
+    """A block's two LayerNorms and its two-layer MLP, from their official prefixes."""
+    return {block + "attention_norm/gamma": official[attention_norm + "weight"],
+            block + "attention_norm/beta": official[attention_norm + "bias"],
+            block + "mlp_norm/gamma": official[mlp_norm + "weight"],
+            block + "mlp_norm/beta": official[mlp_norm + "bias"],
+            block + "mlp/dense_0/kernel": official[mlp + "0.weight"].T,
+            block + "mlp/dense_0/bias": official[mlp + "0.bias"],
+            block + "mlp/output/kernel": official[mlp + "3.weight"].T,
+            block + "mlp/output/bias": official[mlp + "3.bias"]}
 
 
 def cait_weights(official: Mapping) -> dict[str, np.ndarray]:
@@ -157,14 +163,7 @@ def cait_weights(official: Mapping) -> dict[str, np.ndarray]:
                       k + "attention/post_softmax_mixing": official[a + "mix_heads_post_attn"],
                       k + "attention_scale": official[o + "0.scale"],
                       k + "mlp_scale": official[o + "1.scale"],
-                      k + "attention_norm/gamma": official[o + "0.fn.norm.weight"],
-                      k + "attention_norm/beta": official[o + "0.fn.norm.bias"],
-                      k + "mlp_norm/gamma": official[o + "1.fn.norm.weight"],
-                      k + "mlp_norm/beta": official[o + "1.fn.norm.bias"],
-                      k + "mlp/dense_0/kernel": official[m + "0.weight"].T,
-                      k + "mlp/dense_0/bias": official[m + "0.bias"],
-                      k + "mlp/output/kernel": official[m + "3.weight"].T,
-                      k + "mlp/output/bias": official[m + "3.bias"]})
+                      **_norms_and_mlp(official, k, o + "0.fn.norm.", o + "1.fn.norm.", m)})
             if a + "scale" in official:
                 w[k + "attention/temperature"] = official[a + "scale"]
     return w
