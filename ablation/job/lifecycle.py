@@ -22,7 +22,8 @@ from ablation.config import ConfigError, check_same_config, validate
 from ablation.data import DataError, load_dataset_cached
 from ablation.data.fingerprint import check_same_data, data_fingerprint
 from ablation.job.records import base_record, failed, run_tags
-from ablation.model.saved import MODEL_FILENAME
+from ablation.data.formats import one_line
+from ablation.model.saved import MODEL_FILENAME, save_trained
 from ablation.files import (atomic_write, entries, is_regular, read_bytes, replaced_folder,
                             set_aside)
 from ablation.runs.lock import job_lock
@@ -118,6 +119,8 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
         check_same_config(previous, config, output_dir)
         check_same_data(previous, fingerprint, output_dir)
         if previous is not None and previous.get("status") == "completed":
+            if previous.get("model_error"):
+                return _retry_model_save(config, output_dir, previous), "skipped"
             log.info("%s already completed here: skipped", previous.get("run_name"))
             return previous, "skipped"
     else:
@@ -149,6 +152,30 @@ def _run_locked(config: dict, output_dir: Path) -> tuple[dict, str]:
                                             if state else None))
         raise
     return record, "completed"
+
+
+def _retry_model_save(config: dict, output_dir: Path, record: dict) -> dict:
+    """A completed run whose model was not saved: save it from the final epoch's
+    checkpoint (the same weights) and update the record; nothing is trained again."""
+    checkpoint_dir = output_dir / CHECKPOINT_DIR
+    final = load_checkpoint(checkpoint_dir, int(config["seed"]), int(config["trainer"]["epochs"]))
+    if final is None or final.epoch != int(config["trainer"]["epochs"]):
+        log.warning("%s: its model was not saved (%s) and no final checkpoint is left to save "
+                    "it from: rerun with resume=false to train it again", record["run_name"],
+                    record["model_error"])
+        return record
+    try:
+        saved = save_trained(final.model, output_dir / MODEL_FILENAME)
+    except Exception as e:  # noqa: BLE001 - any reason a save fails; a stop is no Exception
+        log.warning("%s: the model still cannot be saved (%s); its numbers are kept",
+                    record["run_name"], one_line(e))
+        return record
+    record = {**{k: v for k, v in record.items() if k != "model_error"}, "model_file": saved.name}
+    write_record(output_dir, record)
+    remove_checkpoint(checkpoint_dir)
+    log.info("%s already completed here: its model, not saved then, is saved now from the "
+             "final checkpoint (nothing trained again)", record["run_name"])
+    return record
 
 
 def _train_and_record(config: dict, data, output_dir: Path, record: dict,
@@ -193,8 +220,10 @@ def _train_and_record(config: dict, data, output_dir: Path, record: dict,
         record["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record["timings"].update(job=round(time.perf_counter() - clock, 3),
                                  job_ended_unix=round(time.time(), 3))
-        # A record written without its history keeps the checkpoint: its state has it.
-        if save_record(output_dir, record) and record["status"] == "completed":
+        # A record written without its history keeps the checkpoint: its state has it;
+        # so does a run whose model was not saved: a rerun saves it from there.
+        if (save_record(output_dir, record) and record["status"] == "completed"
+                and not record.get("model_error")):
             remove_checkpoint(checkpoint_dir)
         keras.backend.clear_session(free_memory=False)
         release_finished_graphs(earlier_graphs)  # collected when the next job starts

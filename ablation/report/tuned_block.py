@@ -78,8 +78,9 @@ def trial_frame(rows: list[dict]) -> pd.DataFrame:
 
 def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
     """Each tuned final run's search, from its own sweep folder: ``tuned_values``,
-    ``tuned_val_top1`` (the best trial's), ``tuned_trials`` (with a record) and
-    ``tuned_budget`` (the largest its final runs were launched under)."""
+    ``tuned_val_top1`` (the validation top-1 of the trial at those values, never another
+    trial's: NaN if no completed trial record has them), ``tuned_trials`` (with a record)
+    and ``tuned_budget`` (the largest its final runs were launched under)."""
     for col in ("tuned_values", "tuned_val_top1", "tuned_trials", "tuned_budget"):
         runs[col] = None
     sweeps = runs["path"].map(sweep_folder)
@@ -89,9 +90,11 @@ def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
         sweep = sweeps[index]
         mine = (trials[(trials["study"] == entry["study"]) & (trials["sweep"] == sweep)]
                 if len(trials) else trials)
-        done = mine[mine["status"] == "completed"] if len(mine) else mine
+        chosen = (mine[(mine["status"] == "completed")
+                       & (mine["values"].map(lambda v: v == entry["values"]))]
+                  if len(mine) else mine)
         runs.at[index, "tuned_values"] = entry["values"]
-        runs.at[index, "tuned_val_top1"] = (float(done["objective"].max()) if len(done)
+        runs.at[index, "tuned_val_top1"] = (float(chosen["objective"].max()) if len(chosen)
                                             else np.nan)
         runs.at[index, "tuned_trials"] = int(mine["trial"].nunique()) if len(mine) else 0
         runs.at[index, "tuned_budget"] = max(

@@ -128,3 +128,21 @@ def test_a_save_that_fails_keeps_the_runs_numbers(tmp_path, monkeypatch, caplog)
     assert record["model_error"].startswith("OSError") and "No space left" in record["model_error"]
     assert "\n" not in record["model_error"]
     assert any("was not saved" in r.getMessage() for r in caplog.records)
+    assert (job / "checkpoint" / "state.json").exists()  # kept: the rerun saves from it
+
+    # the rerun, with space again, saves the model from the final checkpoint and
+    # trains nothing: the record's numbers are the first run's, and the model gives them
+    monkeypatch.undo()
+    run_job(compose("experiment=smoke", "wandb.mode=disabled", "trainer.verbose=0",
+                    "trainer.epochs=1"), job)
+    again = read_record(job / "run.json")
+    assert again["model_file"] == "model.keras" and "model_error" not in again
+    assert {k: v for k, v in again.items() if k != "model_file"} == {
+        k: v for k, v in record.items() if k not in ("model_file", "model_error")}
+    assert not (job / "checkpoint").exists()
+    from ablation.data import load_dataset_cached
+    from ablation.model import load_model
+
+    data = load_dataset_cached(compose("experiment=smoke")["dataset"], 0)
+    _, top1, _ = load_model(job).evaluate(data.x_test, data.y_test, verbose=0)
+    assert top1 == pytest.approx(record["metrics"]["test_top1"], abs=1e-6)

@@ -64,6 +64,30 @@ def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     assert panel.x.name == "trainer.learning_rate" and panel.y.name == "final_val/top1"
 
 
+def test_the_best_top1_is_the_chosen_trials_own(tmp_path):
+    """A final run's values and the validation top-1 beside them come from one trial:
+    a better-scored trial at other values (its record disagreed with the journal and
+    was not chosen) never lends its score; values no trial record has show none."""
+    import json
+
+    from ablation.report import load_runs
+    from ablation.report.tables import comparison
+
+    _tuned_records(tmp_path)
+    for folder in tmp_path.glob("1-s*"):  # SL-ViT's finals trained at trial 1's values
+        record = json.loads((folder / "run.json").read_text())
+        record["tuning"]["values"] = {"trainer.learning_rate": TRIALS[True][1][0]}
+        (folder / "run.json").write_text(json.dumps(record))
+    for folder in tmp_path.glob("0-s*"):  # the plain ViT's at values no trial has
+        record = json.loads((folder / "run.json").read_text())
+        record["tuning"]["values"] = {"trainer.learning_rate": 0.005}
+        (folder / "run.json").write_text(json.dumps(record))
+    table = comparison(load_runs(tmp_path)).set_index("variant")
+    assert table.loc["SL-ViT", "tuned_val_top1"] == pytest.approx(100 * TRIALS[True][1][1])
+    assert table.loc["ViT", "tuned_values"] == {"trainer.learning_rate": 0.005}
+    assert table.loc["ViT", "tuned_val_top1"] != table.loc["ViT", "tuned_val_top1"]  # NaN
+
+
 def test_two_sweeps_with_the_same_search_are_counted_apart(tmp_path):
     """A report over the parent of two sweep folders that ran the same study: each
     final run's trials are those of its own folder, not both folders' pooled."""
