@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ablation.config.switches import SWITCHES, as_bool, variant_label
 from ablation.config.tuning import role
-from ablation.files import entries, make_folder, set_aside
+from ablation.files import entries, make_folder, replaced_folder, set_aside
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import exit_code
 
@@ -153,13 +153,15 @@ def import_early(mode: str) -> None:
 def open_run(mode: str, output_dir: Path, **init):
     """``wandb.init`` in ``mode``; ``online`` without network or credentials falls
     back to ``offline`` with one warning, in bounded time (a TCP probe, then
-    wandb's own init timeout)."""
+    wandb's own init timeout). The run folder a failed online start leaves behind
+    is set aside in ``.replaced/``, so no sync finds it."""
     import wandb
 
     extra_settings = init.pop("settings", {})
     run = None
     if mode == "online":
         reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
+        earlier = set(entries(output_dir / "wandb", "run-*"))
         if reason is None:
             try:
                 run = wandb.init(mode="online", **init, settings=wandb.Settings(
@@ -167,6 +169,8 @@ def open_run(mode: str, output_dir: Path, **init):
             except Exception as e:  # no credentials, server errors, timeouts
                 first = str(e).splitlines()[0][:200] if str(e) else ""
                 reason = f"{type(e).__name__}: {first}"
+                set_aside(sorted(set(entries(output_dir / "wandb", "run-*")) - earlier),
+                          replaced_folder(output_dir) / "wandb")
         if run is None:
             log.warning("W&B online is unavailable (%s); logging offline instead, upload "
                         "later with: wandb sync %s/wandb/offline-run-*", reason,

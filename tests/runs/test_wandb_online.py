@@ -50,10 +50,18 @@ def test_no_credentials_falls_back_to_offline(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         result = online_sweep(
-            tmp_path / "out", {"WANDB_BASE_URL": f"http://127.0.0.1:{server.server_port}"})
+            tmp_path / "out", {"WANDB_BASE_URL": f"http://127.0.0.1:{server.server_port}",
+                               "WANDB_API_KEY": PLANTED_ENV})
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stderr[-2000:]
     assert "W&B online is unavailable (" in result.stdout + result.stderr
     (path,) = find_records(tmp_path / "out")
     assert read_record(path)["wandb"]["mode"] == "offline"
+    # the online attempts' folders (the job's and the report's) are set aside, so a
+    # `wandb sync` of the sweep finds only the offline runs, the report's among them
+    sweep = path.parent.parent
+    for wandb_dir in (sweep / "wandb", path.parent / "wandb"):
+        names = [p.name for p in wandb_dir.iterdir() if p.name.startswith(("run-", "offline-"))]
+        assert len(names) == 1 and names[0].startswith("offline-run-"), (wandb_dir, names)
+    assert list((path.parent / ".replaced").glob("*/wandb/run-*"))
