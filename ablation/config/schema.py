@@ -202,9 +202,10 @@ class Diagnostics(BaseModel):
 class Published(BaseModel):
     model_config = _group("forbid")
     source: Text
-    top1: Annotated[dict[StrictStr, _number("must be a percentage in [0, 100]", ge=0, le=100)],
-                    Field(description="must map variant labels (ViT, SL-ViT) to percentages "
-                                      "in [0, 100]")]
+    top1: Annotated[dict[StrictStr, dict[StrictStr, _number(
+        "must be a percentage in [0, 100]", ge=0, le=100)]],
+        Field(description="must map model presets to variant labels (ViT, SL-ViT) to "
+                          "percentages in [0, 100]")]
 
 
 class Report(BaseModel):

@@ -183,14 +183,16 @@ def tuned_identity(entry) -> dict[str, str]:
 
 
 def published(record: dict) -> dict | None:
-    """The paper's top-1 per variant that the run's preset names (``report.published``)."""
+    """The paper's top-1 per variant for the run's model preset, where its experiment
+    preset names one (``report.published``, per model preset)."""
     entry = ((record.get("config") or {}).get("report") or {}).get("published")
-    if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
-            and isinstance(entry.get("top1"), dict)
+    tables = entry.get("top1") if isinstance(entry, dict) else None
+    top1 = tables.get(record.get("model")) if isinstance(tables, dict) else None
+    if not (isinstance(top1, dict) and isinstance(entry.get("source"), str)
             and all(isinstance(k, str) and _number(v) and 0 <= v <= 100
-                    for k, v in entry["top1"].items())):
+                    for k, v in top1.items())):
         return None
-    return {"source": entry["source"], "top1": dict(entry["top1"])}
+    return {"source": entry["source"], "top1": dict(top1)}
 
 
 def identity(record: dict) -> dict[str, str]:

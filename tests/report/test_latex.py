@@ -27,7 +27,8 @@ needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None,
                                     reason="needs pdflatex (texlive)")
 
 PUBLISHED = {"source": "Lee, Lee & Song (2021), Table 2",
-             "top1": {"ViT": 93.58, "SPT": 94.2, "LSA (mask + temp.)": 94.0, "SL-ViT": 94.53}}
+             "top1": {"paper": {"ViT": 93.58, "SPT": 94.2, "LSA (mask + temp.)": 94.0,
+                                "SL-ViT": 94.53}}}
 # two settings differing in every one of these keys: a block title of several lines
 LONG_SETTINGS = [
     {"augmentation_policy": "randaugment-with-cutmix-and-mixup-and-random-erasing",

@@ -105,10 +105,11 @@ def test_two_sweeps_with_the_same_search_are_counted_apart(tmp_path):
 
 
 def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_path):
-    from ablation.report import write_report
+    from ablation.report import load_runs, write_report
     from tests.helpers.records import BASE_CONFIG, TOP1, record
 
-    published = {"source": "Lee, Lee & Song (2021)", "top1": {"ViT": 93.58, "SL-ViT": 94.53}}
+    published = {"source": "Lee, Lee & Song (2021)",
+                 "top1": {"paper": {"ViT": 93.58, "SL-ViT": 94.53}, "cait": {"ViT": 1.0}}}
     for protocol in ("official", "holdout"):
         config = {**BASE_CONFIG, "trainer": {**BASE_CONFIG["trainer"], "protocol": protocol},
                   "report": {"published": published}}
@@ -126,8 +127,13 @@ def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_
     assert "Song (2021)" in report.markdown and "| 93.58 |" in report.markdown
     holdout = write_report(tmp_path / "holdout", make_plots=False)  # not the paper's measure
     assert holdout.table["paper_top1"].isna().all() and "Paper top-1" not in holdout.markdown
+    # another model preset's published figure never stands beside this one's
+    record(tmp_path / "another", False, False, False, 0, 0.5, config=config, model="pit")
+    assert load_runs(tmp_path / "another")["published"].isna().all()
     for preset, top1 in (("paper_cifar10", (93.58, 94.53)), ("paper_cifar100", (73.81, 76.92)),
                          ("paper_tiny_imagenet", (57.07, 61.07))):
-        published = compose_config([f"experiment={preset}"])["report"]["published"]
-        assert (published["top1"]["ViT"], published["top1"]["SL-ViT"]) == top1
+        published = compose_config([f"experiment={preset}"])["report"]["published"]["top1"]
+        assert (published["paper"]["ViT"], published["paper"]["SL-ViT"]) == top1
+    cifar100 = compose_config(["experiment=paper_cifar100", "model=cait"])
+    assert cifar100["report"]["published"]["top1"]["cait"] == {"ViT": 76.89, "SL-ViT": 80.32}
     assert compose_config(["experiment=smoke"])["report"]["published"] is None
