@@ -139,7 +139,8 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
     """Compose the config from ``args`` as Hydra will (sweep overrides aside,
     as Hydra's own first composition does) and resolve it; raise
     :class:`ConfigError` with one line for what Hydra would report in many.
-    Returns the resolved config, or None where the command is left to Hydra."""
+    Returns the resolved config, or None where the command is left to Hydra: its
+    help, and with ``--config-dir`` (the user's search path) what does not compose."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -153,15 +154,15 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
         return  # argparse has said why
     if parsed_args.help or parsed_args.hydra_help:
         return  # Hydra's own help: left to Hydra
-    if parsed_args.config_dir:  # Hydra's own search path: left to Hydra, but for
-        _check_environment_with(parsed_args, folder)  # values from the environment
-        return
+    searched = parsed_args.config_dir and Path(parsed_args.config_dir).resolve()
     parser = OverridesParser.create()
-    plain, sweeps = [], []
+    plain, sweeps = [f"hydra.searchpath=[file://{searched}]"] if searched else [], []
     for text in parsed_args.overrides:
         try:
             (override,) = parser.parse_overrides([text])
         except OverrideParseException as e:
+            if searched:
+                return None
             raise ConfigError(explain(e)) from None
         if not override.is_sweep_override():
             plain.append(text)
@@ -180,6 +181,8 @@ def check_composes(args: list[str], folder: str | Path) -> dict | None:
             except ConfigError:
                 raise
             except Exception as e:
+                if searched:  # Hydra reports it, in its own words
+                    return None
                 valid = []
                 if "Could not override" in str(e):
                     valid = flat_keys(OmegaConf.to_container(compose(name, [
@@ -222,27 +225,3 @@ def check_group_options(args: list[str], folder: str | Path) -> None:
             if value not in options:
                 raise ConfigError(f"{group}={value} is unknown: the {group} options are "
                                   f"{', '.join(options)}")
-
-
-def _check_environment_with(parsed_args, folder: str | Path) -> None:
-    """:func:`check_environment` for a command line with ``--config-dir``: the
-    config composed with that folder on the search path; anything that does not
-    compose is left to Hydra, which reports it."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
-    extra = f"hydra.searchpath=[file://{Path(parsed_args.config_dir).resolve()}]"
-    GlobalHydra.instance().clear()
-    try:
-        overrides = OverridesParser.create().parse_overrides(parsed_args.overrides)
-        plain = [o.input_line for o in overrides if not o.is_sweep_override()]
-        with initialize_config_dir(str(Path(folder).resolve()), version_base="1.3"):
-            cfg = compose(parsed_args.config_name or CONFIG_NAME, [*plain, extra])
-            OmegaConf.to_container(cfg, resolve=True)
-    except Exception:  # noqa: BLE001 - Hydra reports it, in its own words
-        return
-    finally:
-        GlobalHydra.instance().clear()
-    check_environment(cfg, [o for o in overrides if o.is_sweep_override()])
