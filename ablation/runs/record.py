@@ -165,18 +165,38 @@ def _state_problem(state: dict, epoch: int) -> str | None:
     return None
 
 
-def read_state(checkpoint_dir: str | Path) -> dict | None:
-    """The newest readable checkpoint state (``state.json``, else the newest
-    ``state-<epoch>.json``), or None if there is none."""
-    directory = Path(checkpoint_dir)
-    newest_first = sorted(entries(directory, "state-*.json"),
-                          key=lambda p: -int(p.stem[6:]) if p.stem[6:].isdigit() else 0)
-    for path in [directory / STATE_FILE, *newest_first]:
-        try:
-            return read_state_file(path)
-        except StateError:
+def epoch_of(path: Path) -> int | None:
+    """5 for ``model-5.keras`` or ``state-5.json``; None for other files."""
+    stem, _, number = path.stem.rpartition("-")
+    return int(number) if stem in ("model", "state") and number.isdigit() else None
+
+
+def checkpoint_states(directory: Path, epochs: int | None = None
+                      ) -> tuple[list[dict], list[tuple[Path, str]]]:
+    """The readable states in ``directory``, newest first (one per epoch), and the
+    unreadable or impossible state files with the reason."""
+    by_epoch, damaged = {}, []
+    files = [directory / STATE_FILE, *sorted(entries(directory, "state-*.json"),
+                                              key=lambda path: -(epoch_of(path) or 0))]
+    for path in files:
+        if not os.path.lexists(path):
             continue
-    return None
+        try:
+            state = read_state_file(path)
+        except StateError as e:
+            damaged.append((path, str(e)))
+            continue
+        if epochs is not None and state["epoch"] > epochs:
+            damaged.append((path, f"it claims epoch {state['epoch']} of a {epochs}-epoch run"))
+            continue
+        by_epoch.setdefault(int(state["epoch"]), state)
+    return [by_epoch[k] for k in sorted(by_epoch, reverse=True)], damaged
+
+
+def read_state(checkpoint_dir: str | Path) -> dict | None:
+    """The newest readable checkpoint state, or None if there is none."""
+    states, _ = checkpoint_states(Path(checkpoint_dir))
+    return states[0] if states else None
 
 
 def earlier_run(folder: str | Path) -> dict | None:

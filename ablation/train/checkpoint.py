@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from ablation.data.formats import one_line
 from ablation.files import (UnsafeFile, atomic_write, entries, fsync_path, is_folder,
                             is_regular, make_folder, remove_empty_folder, remove_file,
                             replaced_folder, save_with, set_aside)
-from ablation.runs.record import STATE_FILE, StateError, read_state_file
+from ablation.runs.record import STATE_FILE, checkpoint_states, epoch_of
 from ablation.runtime.signals import stop_behind
 from ablation.train.epoch_metrics import EpochMetrics
 
@@ -78,14 +77,8 @@ class EpochCheckpoint(keras.callbacks.Callback):
         atomic_write(self.directory / STATE_FILE, text)
         fsync_path(self.directory)  # the renames themselves
         for old in entries(self.directory, "*-*.*"):
-            if _epoch_of(old) is not None and _epoch_of(old) < number - 1:
+            if epoch_of(old) is not None and epoch_of(old) < number - 1:
                 remove_file(old)
-
-
-def _epoch_of(path: Path) -> int | None:
-    """5 for ``model-5.keras`` or ``state-5.json``; None for other files."""
-    stem, _, number = path.stem.rpartition("-")
-    return int(number) if stem in ("model", "state") and number.isdigit() else None
 
 
 def _set_aside(directory: Path, files: list[Path], why: str, then: str) -> None:
@@ -132,33 +125,11 @@ def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
     return None
 
 
-def checkpoint_states(directory: Path, epochs: int | None = None
-                      ) -> tuple[list[dict], list[tuple[Path, str]]]:
-    """The readable states in ``directory``, newest first (one per epoch), and the
-    unreadable or impossible state files with the reason."""
-    by_epoch, damaged = {}, []
-    files = [directory / STATE_FILE, *sorted(entries(directory, "state-*.json"),
-                                              key=lambda path: -(_epoch_of(path) or 0))]
-    for path in files:
-        if not os.path.lexists(path):
-            continue
-        try:
-            state = read_state_file(path)
-        except StateError as e:
-            damaged.append((path, str(e)))
-            continue
-        if epochs is not None and state["epoch"] > epochs:
-            damaged.append((path, f"it claims epoch {state['epoch']} of a {epochs}-epoch run"))
-            continue
-        by_epoch.setdefault(int(state["epoch"]), state)
-    return [by_epoch[k] for k in sorted(by_epoch, reverse=True)], damaged
-
-
 def remove(directory: str | Path) -> None:
     """Remove the checkpoint files a run wrote (models, states, their temporary
     files), then the folder if that leaves it empty: anything else stays."""
     for entry in entries(directory, "*"):
-        ours = (_epoch_of(entry) is not None or entry.name == STATE_FILE
+        ours = (epoch_of(entry) is not None or entry.name == STATE_FILE
                 or entry.name.startswith((".model-", ".state-", f".{STATE_FILE}.")))
         if ours and not is_folder(entry):
             remove_file(entry)

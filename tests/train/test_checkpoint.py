@@ -77,7 +77,7 @@ def test_no_checkpoint_that_loads_means_starting_over_saying_so(checkpoint, tmp_
 
 @pytest.mark.slow
 def test_a_damaged_state_file_is_set_aside_with_a_line(checkpoint, tmp_path, caplog):
-    from ablation.train.checkpoint import checkpoint_states
+    from ablation.runs.record import checkpoint_states
 
     folder = checkpoint
     (folder / "state.json").write_text('{"epoch": 3, "mod')  # cut short
