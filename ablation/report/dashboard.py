@@ -105,14 +105,6 @@ def definition(workspace) -> dict:
     return workspace._to_model().model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-def load_definition(data: Mapping):
-    """A definition read back through the library's models, as a ``Workspace``."""
-    ws, _ = _libraries()
-    from wandb_workspaces.workspaces import internal
-
-    return ws.Workspace._from_model(internal.View.model_validate(dict(data)))
-
-
 def publish_command(sweep: Path, project: str, entity: str | None) -> str:
     """The command that saves the view online, shell-quoted to paste as it is."""
     return shlex.join(["python", "-m", "ablation.report", str(sweep), "--wandb-dashboard",

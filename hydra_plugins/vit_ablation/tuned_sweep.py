@@ -113,13 +113,11 @@ def _centre(protocol: Protocol, config: Mapping) -> dict[str, float]:
 
 
 def _check_config(protocol: Protocol, config: Mapping, name: str) -> None:
-    if (config.get("trainer") or {}).get("protocol", "holdout") != "holdout":
+    if config["trainer"]["protocol"] != "holdout":
         raise ConfigError(
             f"tune=... needs a validation split to choose on, and {name} trains with "
             f"trainer.protocol={config['trainer']['protocol']} (no validation split): "
             f"use trainer.protocol=holdout")
-    if protocol.trials < 1:
-        raise ConfigError("tune.trials must be at least 1")
 
 
 def check_jobs(jobs: Sequence[Mapping]) -> None:

@@ -13,6 +13,14 @@ from tests.helpers.wandb_runs import wandb_inspect
 pytest.importorskip("wandb_workspaces")
 
 
+def load_definition(data):
+    """A definition read back through the library's own models, as a ``Workspace``."""
+    import wandb_workspaces.workspaces as ws
+    from wandb_workspaces.workspaces import internal
+
+    return ws.Workspace._from_model(internal.View.model_validate(dict(data)))
+
+
 def referenced_keys(workspace) -> dict[str, set[str]]:
     """Config keys, summary keys and history keys that the workspace's panels name."""
     import wandb_workspaces.reports.v2 as wr
@@ -40,7 +48,7 @@ def referenced_keys(workspace) -> dict[str, set[str]]:
 
 @pytest.mark.slow
 def test_dashboard_definition_matches_the_sweeps_runs(smoke_sweep, tmp_path, wandb_cli):
-    from ablation.report.dashboard import DEFINITION_FILE, load_definition
+    from ablation.report.dashboard import DEFINITION_FILE
 
     sweep = smoke_sweep.root / "smoke"
     result = subprocess.run([sys.executable, "-m", "ablation.report", str(sweep), "--out",
@@ -81,7 +89,7 @@ def test_dashboard_definition_matches_the_sweeps_runs(smoke_sweep, tmp_path, wan
 
 def test_dashboard_of_hand_made_records_names_their_keys(tmp_path):
     from ablation.report import load_runs
-    from ablation.report.dashboard import build, definition, load_definition
+    from ablation.report.dashboard import build, definition
     from tests.helpers.records import record
 
     for spt in (False, True):
