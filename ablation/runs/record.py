@@ -16,7 +16,7 @@ from typing import Any
 
 from ablation.files import (UnsafeFile, atomic_write, entries, is_regular, make_folder,
                             read_bytes, walk)
-from ablation.runs.record_schema import RUN_ID, SchemaError, validate_record
+from ablation.runs.record_schema import RUN_ID, SchemaError, validate_history, validate_record
 
 RECORD_FILENAME = "run.json"
 # An unfinished run's last checkpoint (see ablation.train.checkpoint): its state file
@@ -151,8 +151,18 @@ def _state_problem(state: dict, epoch: int) -> str | None:
     """Why a checkpoint state's bookkeeping cannot be this run's, or None."""
     history = state.get("history")
     if not (isinstance(history, list) and len(history) == epoch
-            and all(isinstance(row, dict) for row in history)):
-        return f"its history does not hold its {epoch} epoch(s)"
+            and all(isinstance(row, dict) and row.get("epoch") == i
+                    for i, row in enumerate(history, 1))):
+        return f"its history does not hold its {epoch} epoch(s), in order"
+    try:  # the numbers a resumed record will hold, checked as the record's are
+        validate_history(history)
+    except SchemaError as e:
+        return f"its history is not a record's: {e}"
+    seeds = state.get("seed_states")
+    if not (isinstance(seeds, list) and all(
+            isinstance(s, list) and all(type(x) is int and 0 <= x < 2**63 for x in s)
+            for s in seeds)):
+        return "its random-generator states are not lists of counts"
     seconds = [state.get("fit_seconds", 0), *(state.get("train_phase_seconds") or [])]
     if not all(type(x) in (int, float) and 0 <= x < math.inf for x in seconds):
         return "its training time is negative or not a number"

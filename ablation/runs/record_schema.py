@@ -129,6 +129,30 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _validate(model: type[BaseModel], value: Any, prefix: str = "") -> None:
+    """``model.model_validate(value)``; a failure as :class:`SchemaError` (its first field)."""
+    try:
+        model.model_validate(value)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        first = errors[0]
+        field = prefix + ".".join(str(p) for p in first["loc"]) or "(record)"
+        problem = " ".join(first["msg"].split())
+        if first["type"] != "missing" and first["loc"]:
+            problem += f" (got {_short(first.get('input'))})"
+        if len(errors) > 1:
+            problem += f"; {len(errors) - 1} more problem(s)"
+        raise SchemaError(field, problem) from None
+
+
+def validate_history(history: list) -> None:
+    """A record's per-epoch rows (a checkpoint state's too): numbers, epochs increasing,
+    accuracies in [0, 1]; raise :class:`SchemaError`."""
+    for i, row in enumerate(history):
+        _validate(HistoryRow, row, f"history.{i}.")
+    _check_history(history)
+
+
 def validate_record(record: Any) -> None:
     """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
     if not isinstance(record, dict):
@@ -137,18 +161,7 @@ def validate_record(record: Any) -> None:
     if type(version) is not int or version != SCHEMA_VERSION:  # not true, not 1.0
         raise SchemaError("schema", f"unknown schema {_short(version)} "
                                     f"(this version reads {SCHEMA_VERSION})")
-    try:
-        Record.model_validate(record)
-    except ValidationError as e:
-        errors = e.errors(include_url=False)
-        first = errors[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(record)"
-        problem = " ".join(first["msg"].split())
-        if first["type"] != "missing" and first["loc"]:
-            problem += f" (got {_short(first.get('input'))})"
-        if len(errors) > 1:
-            problem += f"; {len(errors) - 1} more problem(s)"
-        raise SchemaError(field, problem) from None
+    _validate(Record, record)
     if record["status"] == "completed":  # a failed run may have measured nothing
         metrics = record.get("metrics") or {}
         for key in ("test_top1", "test_top5"):
@@ -171,8 +184,12 @@ def _check_consistency(record: dict) -> None:
         if a is not None and b is not None and b < a - _ROUND_OFF:
             raise SchemaError(f"metrics.{top5}", f"below metrics.{top1} ({b!r} < {a!r}): "
                                                  "top-5 can never be below top-1")
+    _check_history(record.get("history") or [])
+
+
+def _check_history(history: list) -> None:
     previous = 0
-    for i, row in enumerate(record.get("history") or []):
+    for i, row in enumerate(history):
         if row["epoch"] <= previous:
             raise SchemaError(f"history.{i}.epoch", f"epochs must increase (got {row['epoch']} "
                                                     f"after {previous})")

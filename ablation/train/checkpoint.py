@@ -105,6 +105,12 @@ def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
                 raise UnsafeFile(f"{model_file.name} is not a regular file")
             keras.utils.set_random_seed(seed * 100_003 + int(state["epoch"]))
             model = keras.saving.load_model(model_file)
+            variables = seed_states(model)
+            if len(state["seed_states"]) != len(variables):
+                raise ValueError(f"its state holds {len(state['seed_states'])} random-generator "
+                                 f"states for the model's {len(variables)}")
+            for variable, value in zip(variables, state["seed_states"]):
+                variable.assign(np.asarray(value, dtype=variable.dtype))
         except Exception as e:  # noqa: BLE001 - any reason a saved model does not load
             if stop_behind(e) is not e:  # a stop while Keras built the model: not damage
                 raise
@@ -117,10 +123,6 @@ def load_checkpoint(directory: str | Path, seed: int, epochs: int | None = None
             _set_aside(directory, [f for f in files if f.name != ""],
                        f"{directory.name}/{model_file.name} does not load ({one_line(e)})", then)
             continue
-        variables, saved = seed_states(model), state.get("seed_states") or []
-        if len(saved) == len(variables):
-            for variable, value in zip(variables, saved):
-                variable.assign(np.asarray(value, dtype=variable.dtype))
         return Checkpoint(model, state)
     return None
 

@@ -110,8 +110,14 @@ def test_a_damaged_state_file_is_reported_when_loading(checkpoint, tmp_path, cap
     (lambda f: f.update(train_phase_seconds=[float("nan")]), "not a number"),
     (lambda f: f.update(attempt_starts=[0, 7]), "its resume points lie outside its epochs"),
     (lambda f: f.update(wandb_id="../x/y"), "its W&B run id '../x/y' is not a plain name"),
+    (lambda f: f["history"][0].update(epoch=7), "its history does not hold its 3 epoch(s), in"),
+    (lambda f: f["history"][0].update({"val/top1": float("nan")}), "its history is not a rec"),
+    (lambda f: f["history"][1].update({"val/top1": 1.5}), "its history is not a record's"),
+    (lambda f: f.update(seed_states=[[2**70, 0]]), "random-generator states are not lists of"),
+    (lambda f: f.update(seed_states=[[-5, 0]]), "random-generator states are not lists of"),
 ], ids=["epoch past the run", "epoch past any history", "model named ..", "short history", "negative time",
-        "time not a number", "resume point past the state", "W&B id a path"])
+        "time not a number", "resume point past the state", "W&B id a path", "epochs out of order",
+        "NaN in history", "accuracy past 1", "seed state past int64", "negative seed state"])
 def test_a_tampered_state_is_set_aside_and_an_older_one_used(checkpoint, tmp_path, caplog,
                                                               tamper, says):
     from ablation.train.checkpoint import load_checkpoint
@@ -128,6 +134,24 @@ def test_a_tampered_state_is_set_aside_and_an_older_one_used(checkpoint, tmp_pat
     assert len(lines) == 2 and all(len(line.splitlines()) == 1 for line in lines)
     assert (tmp_path / "job").is_dir() and sorted(p.name for p in folder.iterdir()) == [
         "model-2.keras", "model-3.keras", "state-2.json"]
+
+
+@pytest.mark.slow
+def test_a_state_for_another_models_random_generators_is_set_aside(checkpoint, tmp_path, caplog):
+    from ablation.train.checkpoint import load_checkpoint
+
+    folder = checkpoint
+    for name in ("state.json", "state-3.json"):
+        state = json.loads((folder / name).read_text())
+        assert state["seed_states"]  # the smoke model's dropout and augmentation
+        state["seed_states"] = state["seed_states"][:-1]
+        (folder / name).write_text(json.dumps(state))
+    with caplog.at_level(logging.WARNING):
+        loaded = load_checkpoint(folder, seed=0, epochs=3)
+    assert loaded is not None and loaded.epoch == 2
+    (line,) = [r.getMessage() for r in caplog.records if "random-generator states" in r.getMessage()]
+    assert "model-3.keras does not load" in line and "resuming from epoch 2" in line
+    assert sorted(p.name for p in folder.iterdir()) == ["model-2.keras", "state-2.json"]
 
 
 @pytest.mark.slow
