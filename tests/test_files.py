@@ -179,7 +179,7 @@ def test_a_fifo_where_the_suite_writes_is_refused_before_anything_opens_it(tmp_p
         check_paths(job, folder)
 
 
-@pytest.mark.parametrize("where, names", [("job", "JOB_FILES"), ("sweep", "SWEEP_FILES")])
+@pytest.mark.parametrize("where, names", [("job", "JOB_FILES"), ("sweep", "sweep_files")])
 def test_the_wrong_kind_of_entry_at_any_name_the_suite_keeps_is_one_line(tmp_path, where,
                                                                         names):
     """A folder where the suite writes a file, or a file where it keeps a folder, at
@@ -191,7 +191,8 @@ def test_the_wrong_kind_of_entry_at_any_name_the_suite_keeps_is_one_line(tmp_pat
     job = {"results_dir": str(tmp_path / "results")}
     folder = tmp_path / "results" / "sweep" / "vit-s0"
     base = folder if where == "job" else folder.parent
-    for name in ["", *getattr(preflight, names)]:
+    listed = getattr(preflight, names)
+    for name in ["", *(listed() if callable(listed) else listed)]:
         if not name:  # the job's or sweep's folder itself, as a file
             base.parent.mkdir(parents=True, exist_ok=True)
             base.write_text("")

@@ -6,6 +6,7 @@ two settings never share a folder. Anything that could escape or hide it is refu
 """
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Mapping
 
@@ -16,6 +17,7 @@ from ablation.config.settings import names_job_folder
 FOLDER_KEYS = ("name", "sweep_id", "run_name")  # each names one folder
 MAX_NAME_LENGTH = 120          # name, sweep_id, run_name
 MAX_FOLDER_NAME_LENGTH = 200   # a job folder: run_name plus the overrides that name it
+NAME_MAX, PATH_MAX = 255, 4000  # bytes: Linux's name limit; a path's, with room for the jobs'
 
 
 def split_overrides(text: str) -> list[str]:
@@ -77,6 +79,10 @@ def check_results_dir_name(value) -> None:
     if _unseen(text):
         raise ConfigError(f"results_dir={text!r} contains a control, bidirectional or "
                           f"zero-width character: the folder would show as another name")
+    longest = max((len(os.fsencode(part)) for part in text.split("/")), default=0)
+    if longest > NAME_MAX or len(os.fsencode(text)) > PATH_MAX:
+        raise ConfigError(f"results_dir={text[:60]}... is too long for a folder name "
+                          f"(at most {NAME_MAX} bytes a name, {PATH_MAX} in all)")
 
 
 def check_folder_name(key: str | None, value, limit: int = MAX_NAME_LENGTH) -> None:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ablation.config.compose import check_composes, check_group_options
+from ablation.config.folders import check_results_dir_name
 from ablation.config.hydra_internals import args_parser
 from ablation.config.refusals import ConfigError
 from ablation.config.secrets import check_no_secrets
@@ -35,6 +36,8 @@ def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
     composed = check_composes(args, conf_dir)
     if trains:
         check_complete(composed)
+        if composed is not None:  # before Hydra makes its folders under it
+            check_results_dir_name(composed["results_dir"])
         check_backend()
     return composed if trains else None
 
@@ -198,6 +201,13 @@ SWEEP_FILES = (".report.lock", "multirun.yaml", ".replaced/", "report/", "report
                "wandb/", ".tuning/", ".tuning/journal.log", ".tuning/.lock")
 
 
+def sweep_files() -> tuple[str, ...]:
+    """:data:`SWEEP_FILES` and the report's files, which it writes into the sweep folder."""
+    from ablation.report.generation import REPORT_GLOBS, REPORT_NAMES
+
+    return (*SWEEP_FILES, *REPORT_NAMES, *(name for name in REPORT_GLOBS if "*" not in name))
+
+
 def check_paths(job: dict, folder: Path) -> None:
     """Refuse, in one line, a job whose writes would leave its root, follow a
     link or meet the wrong kind of entry at a name the suite keeps. The root is
@@ -210,6 +220,6 @@ def check_paths(job: dict, folder: Path) -> None:
         if not folder.absolute().resolve().is_relative_to(root.resolve()):
             root = check_results_dir(str(folder.absolute().parent))  # the user's Hydra folder
         check_entries(root, folder, JOB_FILES)
-        check_entries(root, folder.parent, SWEEP_FILES)
+        check_entries(root, folder.parent, sweep_files())
     except UnsafeFile as e:
         raise ConfigError(str(e)) from None

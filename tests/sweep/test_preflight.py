@@ -45,6 +45,8 @@ CASES = {
     "name with a zero-width space": (["name='a\u200bb'"], "zero-width character"),
     "results_dir with a tilde": (["results_dir='~/x'"],
                                  "results_dir=~/x: '~' is not expanded in a config value"),
+    "results_dir with a name past 255 bytes": ([f"results_dir=/tmp/{'a' * 256}"],
+                                               "is too long for a folder name (at most 255"),
     "compilation cache not a path": (["gpu.compilation_cache=true"],
                                      "gpu.compilation_cache=True must be a folder path, or null"),
     "compilation cache a file": (["gpu.compilation_cache=README.md"],
