@@ -3,8 +3,16 @@
 From Python: ``comparison(load_runs("results/smoke"))``, ``factorial(runs)``; from the
 shell: ``python -m ablation.report <sweep folder or results/>``.
 """
-from ablation.report.load import ReportError, load_runs
-from ablation.report.tables import comparison, factorial
-from ablation.report.write import Report, write_report
+import importlib
 
-__all__ = ["ReportError", "Report", "comparison", "factorial", "load_runs", "write_report"]
+_EXPORTS = {"ReportError": "load", "load_runs": "load", "comparison": "tables",
+            "factorial": "tables", "Report": "write", "write_report": "write"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """The API from its module on first use: importing the package loads no pandas, so
+    the command can answer a stop during its imports in one line."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ablation.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ablation.report.{_EXPORTS[name]}"), name)

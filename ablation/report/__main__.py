@@ -6,17 +6,33 @@ import logging
 import sys
 from pathlib import Path
 
-from ablation.config.refusals import ConfigError
-from ablation.config.secrets import check_no_secrets
-from ablation.config.validate import check_wandb_destination
-from ablation.runs.record import RecordError
-from ablation.report.load import ReportError
-from ablation.report.write import write_report
+from ablation.runtime.signals import exit_code, interruptible, stay_stopped, stop_name
 
 REFUSED = 2  # refused input, as the sweep command exits; 1: the report could not be made
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command: its imports and work stopped by Ctrl-C or a preemption signal end
+    in one line and ``128 + signal``; the folder keeps one whole report."""
+    with interruptible():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as e:
+            stay_stopped()
+            print(f"error: the report was stopped by {stop_name(e)}: the folder holds the "
+                  f"previous report or this one whole, never a mix; rerun to write it",
+                  file=sys.stderr)
+            return exit_code(e)
+
+
+def _main(argv: list[str] | None) -> int:
+    from ablation.config.refusals import ConfigError
+    from ablation.config.secrets import check_no_secrets
+    from ablation.config.validate import check_wandb_destination
+    from ablation.report.load import ReportError
+    from ablation.report.write import write_report
+    from ablation.runs.record import RecordError
+
     parser = argparse.ArgumentParser(
         prog="python -m ablation.report",
         description="Turn run records (run.json) into the top-1/top-5 comparison table, "
