@@ -89,7 +89,11 @@ def _load_maps(path: str) -> dict | None:
                 return None
             f.seek(0)
             with np.load(f, allow_pickle=False) as z:
-                return {k: z[k] for k in MAP_ARRAYS}
+                arrays = {k: z[k] for k in MAP_ARRAYS}
+        if problem := _values_problem(arrays):
+            log.warning("%s skipped: %s", file, problem)
+            return None
+        return arrays
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         log.warning("%s skipped: %s", file, e)
         return None
@@ -126,6 +130,20 @@ def _shapes_problem(headers: dict[str, tuple[tuple, np.dtype]]) -> str | None:
     unpacked = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in headers.values())
     if unpacked > MAPS_LIMIT:
         return f"{unpacked:,} bytes unpacked, over the {MAPS_LIMIT:,}-byte cap"
+    return None
+
+
+def _values_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """Why these values are not a run's maps, or None: finite images, block numbers
+    counting up from 0, attention weights in [0, 1]."""
+    blocks, maps = arrays["blocks"], arrays["maps"]
+    if not np.isfinite(arrays["images"]).all():
+        return "its images hold values that are not finite"
+    if not (np.isfinite(blocks).all() and (blocks == np.round(blocks)).all()
+            and (blocks >= 0).all() and (blocks < 2**16).all() and (np.diff(blocks) > 0).all()):
+        return f"its block numbers {blocks.tolist()[:5]} are not layers counting up from 0"
+    if not (np.isfinite(maps).all() and (maps >= 0).all() and (maps <= 1 + 1e-6).all()):
+        return "its maps hold values that are not attention weights in [0, 1]"
     return None
 
 

@@ -87,3 +87,29 @@ def test_every_valid_attention_maps_setting_is_drawn(tmp_path):
                         maps=np.full((n, 3, 2, 2), 0.25, "float32"), rows=np.array(2),
                         cols=np.array(2), patch_size=np.array(4))
     assert attention_maps(load_runs(tmp_path), tmp_path / "attention_maps.png") != []
+
+
+@pytest.mark.parametrize("tamper, says", [
+    ({"blocks": np.array([10**12, -5])}, "are not layers counting up from 0"),
+    ({"blocks": np.array([3, 0])}, "are not layers counting up from 0"),
+    ({"maps": np.full((1, 2, 2, 2), np.nan, "float32")}, "not attention weights"),
+    ({"maps": np.full((1, 2, 2, 2), 7.0, "float32")}, "not attention weights"),
+    ({"images": np.full((1, 8, 8, 1), np.inf, "float32")}, "images hold values that are not"),
+], ids=["blocks out of range", "blocks backwards", "NaN maps", "maps past 1", "inf images"])
+def test_maps_whose_values_are_not_a_runs_are_skipped_with_a_line(tmp_path, caplog, tamper,
+                                                                  says):
+    from ablation.report.locality_plots import attention_maps
+
+    folder = record(tmp_path, False, False, False, 0, 0.5, extra={"diagnostics": DIAGNOSTICS})
+    arrays = dict(images=np.zeros((1, 8, 8, 1), "float32"), blocks=np.array([0, 3]),
+                  maps=np.full((1, 2, 2, 2), 0.25, "float32"), rows=np.array(2),
+                  cols=np.array(2), patch_size=np.array(4))
+    np.savez(folder / "attention_maps.npz", **{**arrays, **tamper})
+    with caplog.at_level(logging.WARNING):
+        drawn = attention_maps(load_runs(tmp_path), tmp_path / "attention_maps.png")
+    assert drawn == []
+    (line,) = [r.getMessage() for r in caplog.records if "attention_maps.npz skipped" in
+               r.getMessage()]
+    assert says in line and "\n" not in line
+    np.savez(folder / "attention_maps.npz", **arrays)  # the same run's sound maps are drawn
+    assert attention_maps(load_runs(tmp_path), tmp_path / "attention_maps.png")
