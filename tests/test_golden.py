@@ -27,7 +27,8 @@ from ablation.augment.normalization import normalization_statistics
 from ablation.augment.official import apply_operation, from_config, magnitude
 from ablation.data.batches import Mixer
 from ablation.model import build_model
-from ablation.model.official_weights import keras_weights, load_official_weights
+from ablation.model.official_weights import load_official_weights
+from tests.helpers.golden import P_FLOOR, official_counterparts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -35,7 +36,6 @@ from official_golden import ADAMW, CIFAR100_STAT, adamw_problem, digest, golden_
 
 GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden.npz")
 # far in the tails: a fixed-seed comparison of two draws of one law passes it
-P_FLOOR = 1e-4
 
 
 def paper_config(*overrides):
@@ -241,20 +241,6 @@ def test_the_official_checkpoint_file_loads_as_its_state_dict():
     wrapped = load_official_weights(paper_model(False), {"model_state_dict": official})
     bare = load_official_weights(paper_model(False), official)
     assert all(np.array_equal(a, b) for a, b in zip(wrapped.get_weights(), bare.get_weights()))
-
-
-def official_counterparts(model, names_shapes) -> dict:
-    """Official parameter name -> the model's values that are its counterpart
-    (through :func:`keras_weights`, so transposes, the q/k/v split and the SPT
-    order are those of the weight loader)."""
-    tags = {name: np.full(shape, i, np.int64) for i, (name, shape) in enumerate(names_shapes)}
-    mapped = keras_weights(tags)
-    values = {v.path: np.asarray(v, np.float64) for v in model.weights}
-    out = {}
-    for path, tag in mapped.items():
-        index = int(np.unique(tag).item())
-        out.setdefault(names_shapes[index][0], []).append(values[path].reshape(-1))
-    return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
 def excess_kurtosis(x):

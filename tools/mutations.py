@@ -39,6 +39,11 @@ TESTS = ("tests/test_pairing.py", "tests/test_paper_constants.py", "tests/test_g
          "tests/model/test_layers.py", "tests/model/test_vit.py")
 COPIED = ("ablation", "conf", "hydra_plugins", "tests", "tools", "pyproject.toml",
           "run_sweep.py")
+# the PiT's checks against the official code (its fast tests)
+PIT_TESTS = tuple(f"tests/model/test_pit.py::test_{name}" for name in (
+    "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
+    "every_initial_parameter_is_drawn_as_the_official",
+    "the_lsa_mask_removes_self_attention_in_every_stage"))
 BUDGET_TEST = "tests/launchers/test_tuned_sweep.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
@@ -159,14 +164,14 @@ MUTATIONS = (
              '        if path.endswith("/kernel") and len(shape) == 2:',
              "the patch embedding is Glorot-uniform instead of xavier-normal"),
     Mutation("qkv_own_fans", "ablation/model/init.py",
-             "return _xavier_normal(rng, shape, shape[0], 3 * shape[1])",
+             "return _xavier_normal(rng, shape, shape[0], fused * shape[1])",
              "return _xavier_normal(rng, shape, shape[0], shape[1])",
              "q/k/v drawn with their own fans instead of the fused matrix's"),
     Mutation("position_embedding_small", "ablation/model/init.py",
+             'if path.endswith(("class_token/token", "position_embedding/embedding",',
              'if path.endswith(("class_token/token", "position_embedding/embedding")):\n'
-             '            return rng.standard_normal(shape)',
-             'if path.endswith(("class_token/token", "position_embedding/embedding")):\n'
-             '            return 0.02 * rng.standard_normal(shape)',
+             '            return 0.02 * rng.standard_normal(shape)\n'
+             '        if path.endswith(("class_token/token", "position_embedding/embedding",',
              "class token and position embedding with std 0.02 instead of 1"),
     # --- model (ablation/model)
     Mutation("spt_shift_order", "ablation/model/tokenizer.py",
@@ -183,6 +188,39 @@ MUTATIONS = (
     Mutation("layer_norm_epsilon", "conf/model/paper.yaml",
              "layer_norm_epsilon: 1.0e-5", "layer_norm_epsilon: 1.0e-6",
              "LayerNorm epsilon 1e-6 instead of torch's 1e-5"),
+    # --- PiT (ablation/model/pit.py unless named; tests/model/test_pit.py)
+    *(Mutation(f"pit_{name}", file or "ablation/model/pit.py", old, new, what, PIT_TESTS)
+      for name, old, new, what, file in (
+        ("pooling_without_spt", "Pool(dim << stage, shifted=spt,",
+         "Pool(dim << stage, shifted=False,",
+         "with spt, the pooling stays the official Pool (SPT on the patches only)", None),
+        ("spt_first_pooling_only", "Pool(dim << stage, shifted=spt,",
+         "Pool(dim << stage, shifted=spt and stage == 1,",
+         "with spt, SPT replaces the first pooling only", None),
+        ("pool_grid_transposed", "grid = ops.reshape(tokens[:, 1:], (-1, side, side, width))",
+         "grid = ops.transpose(ops.reshape(tokens[:, 1:], (-1, side, side, width)), "
+         "(0, 2, 1, 3))", "the pooling reads the token grid column by column", None),
+        ("pool_padding_after", "ops.pad(grid, [[0, 0], [1, 1], [1, 1], [0, 0]])",
+         "ops.pad(grid, [[0, 0], [0, 2], [0, 2], [0, 0]])",
+         "the pooling convolution pads after the grid only, not one each side", None),
+        ("lsa_first_stage_only", "dict(attention, num_heads=num_heads << stage)",
+         "dict(attention, num_heads=num_heads << stage, mask_diagonal=lsa and not stage)",
+         "the LSA diagonal mask is missed after the first pooling", None),
+        ("heads_not_doubled", "dict(attention, num_heads=num_heads << stage)",
+         "dict(attention, num_heads=num_heads)", "every stage has the first stage's heads",
+         None),
+        ("patch_conv_linear_fans", "conv = patch_kernel ** 2 if", "conv = 1 if",
+         "the plain patch embedding drawn with a Linear's fans, not its Conv2d's",
+         "ablation/model/init.py"),
+        ("depthwise_fans", "area * shape[2] * shape[3]", "area * shape[3]",
+         "the depthwise pooling kernel drawn with one group's fan-out",
+         "ablation/model/init.py"),
+        ("depthwise_weights_order", ".reshape(dim, -1, 3, 3).transpose(2, 3, 0, 1)",
+         ".reshape(-1, dim, 3, 3).transpose(2, 3, 1, 0)",
+         "official depthwise weights loaded multiplier-major",
+         "ablation/model/official_weights.py"),
+        ("depth_moved", "depth: [2, 6, 4]", "depth: [2, 6, 3]",
+         "3 blocks instead of 4 in PiT's last stage", "conf/model/pit.yaml"))),
     # --- optimizer and schedule
     Mutation("adamw_keras_epsilon", "conf/trainer/paper.yaml",
              "epsilon_form: torch", "epsilon_form: keras",

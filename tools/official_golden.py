@@ -26,11 +26,16 @@ pre-softmax head mixing: the suite's default), the parameter counts of every
 spt/lsa combination at 32 px (100 classes) and 64 px (200 classes), and a
 fresh model's LayerScale values.
 
+``--pit`` writes ``tests/data/official_golden_pit.npz`` (read by
+``tests/model/test_pit.py``) likewise for the PiT (``--model pit``): the logits
+plain and SPT + LSA, the parameter counts, and a fresh model's parameters
+(moments of every one, a sample of those outside the transformer blocks).
+
 Usage, in an environment with torch, einops, pillow and numpy::
 
     git clone https://github.com/aanna0701/SPT_LSA_ViT /tmp/SPT_LSA_ViT
     python tools/official_golden.py /tmp/SPT_LSA_ViT
-    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait
+    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
 OUT_CAIT = OUT.with_name("official_golden_cait.npz")
+OUT_PIT = OUT.with_name("official_golden_pit.npz")
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 LOGIT_IMAGES = 8          # the first images, fed to the official models
 INIT_SAMPLE = 2000        # values kept per parameter
@@ -151,33 +157,51 @@ def _official_models(repo):
                             is_SPT=flag, is_LSA=flag).eval()
 
 
+def normalised(images: np.ndarray) -> np.ndarray:
+    """The first :data:`LOGIT_IMAGES` images as the official CIFAR-100 ``Normalize`` gives them."""
+    mean, std = (np.array(s, np.float32) for s in CIFAR100_STAT)
+    return ((images[:LOGIT_IMAGES] / np.float32(255) - mean) / std).astype(np.float32)
+
+
+def record_init(record: dict, label: str, state, sampled=lambda name: True) -> None:
+    """A fresh model's parameters (its ``state_dict``): names, every one's mean and
+    standard deviation, and a sample of each ``sampled`` one (else NaN)."""
+    names = [k for k, v in state.items() if v.dtype.is_floating_point]
+    record[f"{label}_init_names"] = np.array(json.dumps(names))
+    record[f"{label}_init_moments"] = np.array(
+        [[state[n].double().mean().item(), state[n].double().std(unbiased=False).item()]
+         for n in names])
+    record[f"{label}_init_samples"] = np.stack(
+        [np.pad(s, (0, INIT_SAMPLE - len(s)), constant_values=np.nan)
+         for s in (init_sample(state[n].numpy()) if sampled(n) else np.empty(0)
+                   for n in names)])
+
+
+def record_logits(record: dict, label: str, model, x: np.ndarray) -> None:
+    """``model``'s eval logits on ``x`` (NHWC) with :func:`golden_weights` (seed 1)
+    for its parameters, their names and shapes, and the weights' checksum."""
+    import torch
+
+    state = model.state_dict()
+    names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
+    weights = golden_weights(names, seed=1)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=False)
+    with torch.no_grad():
+        record[f"{label}_logits"] = model.eval()(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
+    record[f"{label}_names"] = np.array(json.dumps([[n, list(s)] for n, s in names]))
+    record[f"{label}_checksum"] = np.float64(sum(float(v.sum()) for v in weights.values()))
+
+
 def record_models(record: dict, images: np.ndarray, make) -> None:
     import torch
 
-    mean, std = (np.array(s, np.float32) for s in CIFAR100_STAT)
-    x = ((images[:LOGIT_IMAGES] / np.float32(255) - mean) / std).astype(np.float32)
-    record["normalised"] = x
+    record["normalised"] = x = normalised(images)
     for label, flag in (("vit", False), ("slvit", True)):
         torch.manual_seed(0)
         model = make(flag)
-        state = model.state_dict()
-        names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
-        record[f"{label}_init_names"] = np.array(json.dumps([n for n, _ in names]))
-        record[f"{label}_init_moments"] = np.array(
-            [[state[n].double().mean().item(), state[n].double().std(unbiased=False).item()]
-             for n, _ in names])
-        record[f"{label}_init_samples"] = np.stack(
-            [np.pad(s, (0, INIT_SAMPLE - len(s)), constant_values=np.nan)
-             for s in (init_sample(state[n].numpy()) for n, _ in names)])
+        record_init(record, label, model.state_dict())
         record["layer_norm_eps"] = np.float64(model.transformer.layers[0][0].norm.eps)
-        weights = golden_weights(names, seed=1)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()},
-                              strict=False)
-        with torch.no_grad():
-            logits = model(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
-        record[f"{label}_logits"] = logits
-        record[f"{label}_names"] = np.array(json.dumps([[n, list(s)] for n, s in names]))
-        record[f"{label}_checksum"] = np.float64(sum(float(v.sum()) for v in weights.values()))
+        record_logits(record, label, model, x)
 
 
 def record_policy(record: dict, images: np.ndarray) -> None:
@@ -272,12 +296,25 @@ def _timm_stand_in() -> None:
     sys.modules.setdefault("timm.models.layers", layers)
 
 
-def _cait(size: int, classes: int, spt: bool, lsa: bool):
+def _create(model: str, size: int, classes: int, spt: bool, lsa: bool):
+    """The official ``create_model``'s ``model`` (``--sd 0.1``)."""
     import argparse
 
     from models.create_model import create_model
-    return create_model(size, classes, argparse.Namespace(model="cait", sd=0.1, is_SPT=spt,
+    return create_model(size, classes, argparse.Namespace(model=model, sd=0.1, is_SPT=spt,
                                                           is_LSA=lsa))
+
+
+def _cait(size: int, classes: int, spt: bool, lsa: bool):
+    return _create("cait", size, classes, spt, lsa)
+
+
+def parameter_counts(model: str) -> np.ndarray:
+    """Rows (image size, classes, spt, lsa, trainable parameters) of the official
+    ``model`` at 32 px (100 classes) and 64 px (200 classes)."""
+    return np.array([[size, classes, spt, lsa, sum(
+        p.numel() for p in _create(model, size, classes, spt, lsa).parameters() if p.requires_grad)]
+        for size, classes in ((32, 100), (64, 200)) for spt in (0, 1) for lsa in (0, 1)], np.int64)
 
 
 def _masked_forward(self, x, context=None):
@@ -306,46 +343,48 @@ def record_cait(record: dict, images: np.ndarray) -> None:
     import torch
     from models import cait
 
-    counts = [[size, classes, spt, lsa, sum(p.numel() for p in _cait(size, classes, spt, lsa)
-                                            .parameters() if p.requires_grad)]
-              for size, classes in ((32, 100), (64, 200)) for spt in (0, 1) for lsa in (0, 1)]
-    record["param_counts"] = np.array(counts, np.int64)  # image size, classes, spt, lsa, count
+    record["param_counts"] = parameter_counts("cait")
     torch.manual_seed(0)
     fresh = _cait(32, 100, True, True)
     record["layer_scale_init"] = np.array(
         [[float(layer[j].scale.detach().flatten()[0]) for j in (0, 1)]
          for stack in (fresh.patch_transformer, fresh.cls_transformer) for layer in stack.layers])
-    mean, std = (np.array(s, np.float32) for s in CIFAR100_STAT)
-    x = ((images[:LOGIT_IMAGES] / np.float32(255) - mean) / std).astype(np.float32)
-    record["images"], record["normalised"] = images[:LOGIT_IMAGES], x
+    record["images"], record["normalised"] = images[:LOGIT_IMAGES], normalised(images)
+    x = record["normalised"]
     official_forward = cait.Attention.forward
     for label, flag, forward in (("cait", False, official_forward),
                                  ("slcait", True, official_forward),
                                  ("slcait_masked", True, _masked_forward)):
         torch.manual_seed(0)
-        model = _cait(32, 100, flag, flag).eval()
-        state = model.state_dict()
-        names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
-        weights = golden_weights(names, seed=1)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
         cait.Attention.forward = forward
         try:
-            with torch.no_grad():
-                logits = model(torch.from_numpy(x.transpose(0, 3, 1, 2))).numpy()
+            record_logits(record, label, _cait(32, 100, flag, flag), x)
         finally:
             cait.Attention.forward = official_forward
-        record[f"{label}_logits"] = logits
-        record[f"{label}_names"] = np.array(json.dumps([[n, list(s)] for n, s in names]))
-        record[f"{label}_checksum"] = np.float64(sum(float(v.sum()) for v in weights.values()))
 
 
-def main_cait(repo: str) -> None:
+def record_pit(record: dict, images: np.ndarray) -> None:
+    import torch
+
+    record["param_counts"] = parameter_counts("pit")
+    record["images"], record["normalised"] = images[:LOGIT_IMAGES], normalised(images)
+    x = record["normalised"]
+    for label, flag in (("pit", False), ("slpit", True)):
+        torch.manual_seed(0)
+        model = _create("pit", 32, 100, flag, flag)
+        # sampled: what is PiT's own (embeddings, pooling, head), not the ViT's blocks
+        record_init(record, label, model.state_dict(), lambda name: ".layers." not in name)
+        record_logits(record, label, model, x)
+
+
+def main_official(repo: str, which: str) -> None:
+    """``--cait`` or ``--pit``: that model's golden file."""
     sys.path.insert(0, repo)
     _timm_stand_in()
-    record = {}
-    record_cait(record, golden_images())
-    np.savez_compressed(OUT_CAIT, **record)
-    print(f"wrote {OUT_CAIT} ({OUT_CAIT.stat().st_size:,} bytes)")
+    record, out = {}, {"--cait": OUT_CAIT, "--pit": OUT_PIT}[which]
+    (record_cait if which == "--cait" else record_pit)(record, golden_images())
+    np.savez_compressed(out, **record)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
 
 def main(repo: str) -> None:
@@ -369,6 +408,10 @@ def main(repo: str) -> None:
 
 
 if __name__ == "__main__":
-    arguments = [a for a in sys.argv[1:] if a != "--cait"]
-    (main_cait if "--cait" in sys.argv[1:] else main)(
-        arguments[0] if arguments else "/tmp/SPT_LSA_ViT")
+    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit")]
+    arguments = [a for a in sys.argv[1:] if a not in flags]
+    repository = arguments[0] if arguments else "/tmp/SPT_LSA_ViT"
+    if flags:
+        main_official(repository, flags[0])
+    else:
+        main(repository)

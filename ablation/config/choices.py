@@ -18,4 +18,6 @@ PROTOCOLS = ("holdout", "official")
 NORMALIZATIONS = ("adapted", "official")
 # trainer.epsilon_form (see ablation.train.optimizer): where AdamW adds its epsilon.
 EPSILON_FORMS = ("keras", "torch")
-ARCHITECTURES = ("vit", "cait")  # model.architecture: ablation.model.build's builders
+# model.architecture (ablation.model.build's builders) -> the name the report gives the
+# model's plain variant (SL-<name>: SPT + LSA)
+ARCHITECTURES = {"vit": "ViT", "cait": "CaiT", "pit": "PiT"}

@@ -98,7 +98,8 @@ class Model(BaseModel):
     image_size: PositiveInt
     patch_size: PositiveInt
     dim: PositiveInt
-    depth: PositiveInt
+    depth: Annotated[PositiveInt | list[PositiveInt], Field(description=(
+        "must be a positive integer below 2**31, or a list (pit)"))]
     num_heads: PositiveInt
     key_dim: PositiveInt | None
     mlp_hidden_units: Units
@@ -115,7 +116,7 @@ class Model(BaseModel):
     drop_path: Rate
     init: _one_of(INITIALISATIONS)
     layer_norm_epsilon: PositiveNumber
-    architecture: _one_of(ARCHITECTURES)  # the build function (ablation/model/build.py)
+    architecture: _one_of(tuple(ARCHITECTURES))  # the build function (ablation/model/build.py)
     class_depth: PositiveInt | None      # cait's own; null in a vit preset
     official_cait_mask: Flag | None      # cait's own; null in a vit preset
 

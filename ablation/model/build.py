@@ -11,9 +11,10 @@ from ablation.augment.normalization import ChannelStatistics, normalization_stat
 from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import switches
 from ablation.model.cait import build_cait
+from ablation.model.pit import build_pit
 from ablation.model.vit import build_vit
 
-BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_cait), strict=True))
+BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_cait, build_pit), strict=True))
 # Model keys that one architecture alone reads: a preset of another holds them as null.
 OWN_KEYS = {"cait": ("class_depth", "official_cait_mask")}
 
@@ -26,6 +27,9 @@ def model_arguments(model: Mapping) -> tuple[str, dict]:
     if architecture not in BUILDERS:
         raise ValueError(f"model.architecture={architecture!r} is not one of "
                          f"{', '.join(BUILDERS)}")
+    if isinstance(kwargs["depth"], list) != (architecture == "pit"):
+        raise ValueError(f"model.depth={kwargs['depth']!r}: a list (blocks per stage) for "
+                         f"architecture=pit, a number of blocks otherwise")
     for other, keys in OWN_KEYS.items():
         if other == architecture:
             continue

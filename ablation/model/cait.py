@@ -30,18 +30,15 @@ import keras
 import numpy as np
 from keras import layers
 
-from ablation.augment import build_augmentation
 from ablation.augment.normalization import ChannelStatistics
 from ablation.model.init import initialise
 from ablation.model.layers import (
     LAYER_NORM_EPSILON,
     ClassToken,
-    PositionEmbedding,
     TransformerBlock,
     classifier_head,
 )
-from ablation.model.regularization import FastDropout
-from ablation.model.tokenizer import PatchTokenizer
+from ablation.model.vit import embedded_patches
 
 # The official CaiT's q is its own Linear, k and v one fused Linear (to_q, to_kv).
 QKV_FUSED = (1, 2, 2)
@@ -98,14 +95,9 @@ def build_cait(
                          f"got {pooling!r}")
     if class_depth is None or official_cait_mask is None:
         raise ValueError("CaiT needs model.class_depth and model.official_cait_mask")
-    inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x = build_augmentation(image_size, normalization, seed=seed,
-                           input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
-    patches = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=layer_norm_epsilon,
-                             name="patch_tokenizer")(x)
-    patches = PositionEmbedding(name="position_embedding")(patches)
-    if embedding_dropout:
-        patches = FastDropout(embedding_dropout, name="embedding_dropout")(patches)
+    inputs, patches = embedded_patches(input_shape, image_size, patch_size, dim, spt, False,
+                                       embedding_dropout, layer_norm_epsilon, augmentation,
+                                       normalization, seed)
     attention = dict(
         num_heads=num_heads,
         key_dim=key_dim if key_dim is not None else dim // num_heads,

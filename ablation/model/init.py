@@ -6,7 +6,9 @@
   projection is one fused ``Linear(dim, 3 * inner)``: each of the three Dense
   layers here is drawn with the fused matrix's variance. The official CaiT
   fuses only k and v (``to_q``, ``to_kv``: ``qkv_fused=(1, 2, 2)``) and draws
-  its talking-heads matrices standard normal.
+  its talking-heads matrices standard normal. The official PiT's convolutions
+  take torch's fans (the kernel's positions count): its plain patch embedding
+  (``patch_kernel``: the kernel's side) and its depthwise pooling convolution.
 - ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
   kernels, zero biases), and the position embedding as its ``Embedding``
   layer's, uniform in +-0.05.
@@ -29,9 +31,10 @@ def _xavier_normal(rng: np.random.Generator, shape, fan_in: int, fan_out: int) -
 
 
 def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
-                   qkv_fused=(3, 3, 3)):
+                   qkv_fused=(3, 3, 3), patch_kernel: int = 1):
     """The initial value of the weight at ``path`` (None: keep the layer's own);
-    ``qkv_fused``: how many of q, k, v the official Linear holding each of them fuses."""
+    ``qkv_fused``: how many of q, k, v the official Linear holding each of them fuses;
+    ``patch_kernel``: the side of the official patch embedding's convolution (1: a Linear)."""
     if scheme == "official":
         if path.endswith(("class_token/token", "position_embedding/embedding",
                           "attention/pre_softmax_mixing", "attention/post_softmax_mixing")):
@@ -39,8 +42,12 @@ def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
         for end, fused in zip(QKV, qkv_fused):  # a part of the fused (dim, n * inner) matrix
             if path.endswith(end):
                 return _xavier_normal(rng, shape, shape[0], fused * shape[1])
+        if path.endswith("depthwise/kernel"):  # (side, side, channels, outputs per channel)
+            area = shape[0] * shape[1]
+            return _xavier_normal(rng, shape, area, area * shape[2] * shape[3])
         if path.endswith("/kernel") and len(shape) == 2:
-            return _xavier_normal(rng, shape, shape[0], shape[1])
+            conv = patch_kernel ** 2 if path == "patch_tokenizer/projection/kernel" else 1
+            return _xavier_normal(rng, shape, shape[0], conv * shape[1])
         return None
     if scheme == "keras_io" and path.endswith("position_embedding/embedding"):
         return rng.uniform(-0.05, 0.05, shape)
@@ -48,7 +55,7 @@ def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
 
 
 def initialise(model, scheme: str = "keras", seed: int | None = None,
-               qkv_fused=(3, 3, 3)) -> None:
+               qkv_fused=(3, 3, 3), patch_kernel: int = 1) -> None:
     """Re-draw ``model``'s weights as ``scheme`` describes (see the module's note)."""
     if scheme not in INITIALISATIONS:
         raise ValueError(f"model.init={scheme!r} is not one of {', '.join(INITIALISATIONS)}")
@@ -56,6 +63,7 @@ def initialise(model, scheme: str = "keras", seed: int | None = None,
         return
     rng = np.random.default_rng(None if seed is None else [int(seed), 0x1D17])
     for variable in model.weights:
-        value = initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused)
+        value = initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused,
+                               patch_kernel)
         if value is not None:
             variable.assign(value.astype(variable.dtype))

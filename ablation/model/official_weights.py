@@ -1,4 +1,4 @@
-"""Official weights in ``model=paper`` or ``model=cait``: an ``SPT_LSA_ViT`` state dict, loaded.
+"""Official weights in ``model=paper``, ``cait`` or ``pit``: an ``SPT_LSA_ViT`` state dict, loaded.
 
 The official ViT (aanna0701/SPT_LSA_ViT, ``models/vit.py``) and ``model=paper``
 compute the same function with differently laid out weights:
@@ -20,6 +20,14 @@ heads ``mix_heads_pre_attn`` / ``mix_heads_post_attn`` (used as (heads, heads)
 as they are), ``patch_transformer`` to ``block_<i>``, ``cls_transformer`` to
 ``class_block_<i>``.
 
+The official PiT (``models/pit.py``) too (:func:`pit_weights`): ``layers.<2s>``
+is stage s, its blocks laid out as the ViT's, numbered on across stages;
+``layers.<2s-1>`` the pooling before it (``pool_<s>``): a depthwise Conv2d
+(2 dim, 1, 3, 3) whose output 2c + m reads channel c, then a 1x1 Conv2d, or
+with SPT ``class_linear`` and ``merging`` as the patch embedding's. Its plain
+patch embedding is a Conv2d (dim, 3, p, p): the Linear over (row, column,
+channel) patch features it equals.
+
 The official model is fed ``Normalize``-d tensors; ``model=paper`` normalises
 inside the model, so with the official constants (``augmentation=paper``) it
 takes raw pixels and gives the official logits.
@@ -35,7 +43,7 @@ from ablation.model.vit import attention_layers
 
 # Project copy g of the shifted stack is official copy SPT_ORDER[g].
 SPT_ORDER = (0, 4, 2, 3, 1)
-_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper or model=cait"
+_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper, cait or pit"
 
 
 def _array(key, value) -> np.ndarray:
@@ -70,11 +78,12 @@ class _Official(dict):
 
 
 def _depth(state: Mapping, stack: str = "transformer") -> int:
+    at = stack.count(".") + 2   # the block number's place in a dotted name
     parts = [k.split(".") for k in state if k.startswith(f"{stack}.layers.")]
-    if not all(len(p) > 3 and p[2].isdigit() for p in parts):
+    if not all(len(p) > at + 1 and p[at].isdigit() for p in parts):
         raise ValueError("not an SPT_LSA_ViT ViT state dict: transformer.layers.<i>.… "
                          "entries need a block number")
-    blocks = {int(p[2]) for p in parts}
+    blocks = {int(p[at]) for p in parts}
     if not blocks or blocks != set(range(max(blocks) + 1)):
         raise ValueError(f"not an SPT_LSA_ViT ViT state dict: no {stack}.layers.<i> entries")
     return max(blocks) + 1
@@ -89,47 +98,58 @@ def _common(official: Mapping, tokenizer: str) -> dict[str, np.ndarray]:
          "final_norm/beta": official["mlp_head.0.bias"],
          "logits/kernel": official["mlp_head.1.weight"].T,
          "logits/bias": official["mlp_head.1.bias"]}
-    spt = f"{tokenizer}merging.2.weight" in official
-    if spt:
-        official = _Official({k.replace(tokenizer, "to_patch_embedding.", 1): v
-                              for k, v in official.items() if k.startswith(tokenizer)})
-        features = official["to_patch_embedding.merging.1.weight"].shape[0]
-        channels = 3 * len(SPT_ORDER)
-        patch = int(round((features // channels) ** 0.5))
-        if patch * patch * channels != features:
-            raise ValueError(f"SPT features {features} are not patch x patch x {channels}")
-        order = np.arange(features).reshape(patch, patch, len(SPT_ORDER), 3)
-        order = order[:, :, list(SPT_ORDER)].reshape(-1)
-        w["patch_tokenizer/norm/gamma"] = official["to_patch_embedding.merging.1.weight"][order]
-        w["patch_tokenizer/norm/beta"] = official["to_patch_embedding.merging.1.bias"][order]
-        w["patch_tokenizer/projection/kernel"] = \
-            official["to_patch_embedding.merging.2.weight"].T[order]
-        w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.merging.2.bias"]
+    if f"{tokenizer}merging.2.weight" in official:
+        w.update(_shifted(official, tokenizer, "patch_tokenizer/"))
     else:
         w["patch_tokenizer/projection/kernel"] = official["to_patch_embedding.1.weight"].T
         w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.1.bias"]
     return w
 
 
+def _shifted(official: Mapping, prefix: str, layer: str, channels: int = 3
+             ) -> dict[str, np.ndarray]:
+    """SPT's LayerNorm and projection (``<prefix>merging.1`` and ``.2``) under the
+    paths of ``layer``, a shifted :class:`~ablation.model.tokenizer.PatchTokenizer`
+    of ``channels`` per copy: their rows in this order of the copies (:data:`SPT_ORDER`)."""
+    features = official[prefix + "merging.1.weight"].shape[0]
+    copies = channels * len(SPT_ORDER)
+    patch = int(round((features // copies) ** 0.5))
+    if patch * patch * copies != features:
+        raise ValueError(f"SPT features {features} are not patch x patch x {copies}")
+    order = np.arange(features).reshape(patch, patch, len(SPT_ORDER), channels)
+    order = order[:, :, list(SPT_ORDER)].reshape(-1)
+    return {layer + "norm/gamma": official[prefix + "merging.1.weight"][order],
+            layer + "norm/beta": official[prefix + "merging.1.bias"][order],
+            layer + "projection/kernel": official[prefix + "merging.2.weight"].T[order],
+            layer + "projection/bias": official[prefix + "merging.2.bias"]}
+
+
 def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
     """The official ``state_dict``'s values (or the official checkpoint's) under
-    ``model=paper``'s weight paths (``model=cait``'s for a CaiT's:
-    :func:`cait_weights`); ValueError for anything that is not one."""
+    ``model=paper``'s weight paths (a CaiT's under ``model=cait``'s:
+    :func:`cait_weights`, a PiT's under ``model=pit``'s: :func:`pit_weights`);
+    ValueError for anything that is not one."""
     official = _Official(_state(state))
     if any(k.startswith("patch_transformer.") for k in official):
         return cait_weights(official)
-    depth = _depth(official)
+    if any(k.startswith("layers.") for k in official):
+        return pit_weights(official)
     w = _common(official, "to_patch_embedding.")
-    for i in range(depth):
-        o, k = f"transformer.layers.{i}.", f"block_{i}/"
-        q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
-        w.update({k + "attention/query/kernel": q.T, k + "attention/key/kernel": key.T,
-                  k + "attention/value/kernel": v.T,
-                  k + "attention/output/kernel": official[o + "0.fn.to_out.0.weight"].T,
-                  k + "attention/output/bias": official[o + "0.fn.to_out.0.bias"],
-                  **_norms_and_mlp(official, k, o + "0.norm.", o + "1.norm.", o + "1.fn.net.")})
-        if o + "0.fn.scale" in official:
-            w[k + "attention/temperature"] = official[o + "0.fn.scale"]
+    for i in range(_depth(official)):
+        w.update(_block(official, f"transformer.layers.{i}.", f"block_{i}/"))
+    return w
+
+
+def _block(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
+    """The official ViT's (and PiT's) block with prefix ``o`` under block path ``k``."""
+    q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
+    w = {k + "attention/query/kernel": q.T, k + "attention/key/kernel": key.T,
+         k + "attention/value/kernel": v.T,
+         k + "attention/output/kernel": official[o + "0.fn.to_out.0.weight"].T,
+         k + "attention/output/bias": official[o + "0.fn.to_out.0.bias"],
+         **_norms_and_mlp(official, k, o + "0.norm.", o + "1.norm.", o + "1.fn.net.")}
+    if o + "0.fn.scale" in official:
+        w[k + "attention/temperature"] = official[o + "0.fn.scale"]
     return w
 
 
@@ -169,9 +189,48 @@ def cait_weights(official: Mapping) -> dict[str, np.ndarray]:
     return w
 
 
+def pit_weights(official: Mapping) -> dict[str, np.ndarray]:
+    """An official PiT's state dict (arrays) under ``model=pit``'s weight paths."""
+    official = _Official(official)
+    conv = official.get("to_patch_embedding.0.weight")
+    if conv is not None:   # (dim, channels, p, p) as the Linear over (p, p, channels) features
+        official = _Official({**official, "to_patch_embedding.1.bias":
+                              official["to_patch_embedding.0.bias"],
+                              "to_patch_embedding.1.weight":
+                              conv.transpose(0, 2, 3, 1).reshape(len(conv), -1)})
+    w = _common(official, "to_patch_embedding.")
+    block, stage = 0, 0
+    while any(k.startswith(f"layers.{2 * stage}.layers.") for k in official):
+        if stage:
+            w.update(_pool(official, f"layers.{2 * stage - 1}.", f"pool_{stage}/"))
+        for i in range(_depth(official, f"layers.{2 * stage}")):
+            w.update(_block(official, f"layers.{2 * stage}.layers.{i}.", f"block_{block}/"))
+            block += 1
+        stage += 1
+    return w
+
+
+def _pool(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
+    """The official PiT's pooling with prefix ``o`` under path ``k``: the class
+    token's Linear, then SPT's ``merging`` or the depthwise and 1x1 Conv2d."""
+    spt = o + "class_linear.weight" in official
+    linear = o + ("class_linear." if spt else "cls_ff.")
+    dim = official[linear + "weight"].shape[1]
+    w = {k + "class_projection/kernel": official[linear + "weight"].T,
+         k + "class_projection/bias": official[linear + "bias"]}
+    if spt:
+        return {**w, **_shifted(official, o, k + "shifted_tokenizer/", dim)}
+    conv = o + "downsample.net."
+    return {**w, k + "depthwise/kernel":  # (2 dim, 1, 3, 3) to (3, 3, dim, 2)
+            official[conv + "0.weight"].reshape(dim, -1, 3, 3).transpose(2, 3, 0, 1),
+            k + "depthwise/bias": official[conv + "0.bias"],
+            k + "pointwise/kernel": official[conv + "1.weight"][:, :, 0, 0].T,
+            k + "pointwise/bias": official[conv + "1.bias"]}
+
+
 def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
-    """Copy an official ``SPT_LSA_ViT`` ViT or CaiT state dict into ``model``
-    (``model=paper`` or ``model=cait`` with matching switches, classes and sizes);
+    """Copy an official ``SPT_LSA_ViT`` ViT, CaiT or PiT state dict into ``model``
+    (``model=paper``, ``cait`` or ``pit`` with matching switches, classes and sizes);
     every trainable weight is set.
     ``state`` may be the official checkpoint itself (its ``model_state_dict``).
 

@@ -65,16 +65,9 @@ def build_vit(
     """
     if pooling not in ("flatten", "class_token", "mean"):
         raise ValueError(f"pooling must be flatten, class_token or mean, got {pooling!r}")
-    inputs = keras.Input(shape=tuple(input_shape), name="image")
-    x = build_augmentation(image_size, normalization, seed=seed,
-                           input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
-    tokens = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=layer_norm_epsilon,
-                            name="patch_tokenizer")(x)
-    if pooling == "class_token":
-        tokens = ClassToken(name="class_token")(tokens)
-    tokens = PositionEmbedding(name="position_embedding")(tokens)
-    if embedding_dropout:
-        tokens = FastDropout(embedding_dropout, name="embedding_dropout")(tokens)
+    inputs, tokens = embedded_patches(
+        input_shape, image_size, patch_size, dim, spt, pooling == "class_token",
+        embedding_dropout, layer_norm_epsilon, augmentation, normalization, seed)
     attention = dict(
         num_heads=num_heads,
         key_dim=key_dim if key_dim is not None else dim // num_heads,
@@ -101,6 +94,25 @@ def build_vit(
     model = keras.Model(inputs, logits, name=name)
     initialise(model, init, seed)
     return model
+
+
+def embedded_patches(input_shape, image_size, patch_size, dim, spt, class_token,
+                     embedding_dropout, epsilon, augmentation, normalization, seed):
+    """(the model's input, its tokens): the images augmented and normalised
+    (:func:`ablation.augment.build_augmentation`), cut into patch tokens
+    (``spt``: Shifted Patch Tokenization), a class token first if ``class_token``,
+    a position embedding added, then dropout at ``embedding_dropout``."""
+    inputs = keras.Input(shape=tuple(input_shape), name="image")
+    x = build_augmentation(image_size, normalization, seed=seed,
+                           input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
+    tokens = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=epsilon,
+                            name="patch_tokenizer")(x)
+    if class_token:
+        tokens = ClassToken(name="class_token")(tokens)
+    tokens = PositionEmbedding(name="position_embedding")(tokens)
+    if embedding_dropout:
+        tokens = FastDropout(embedding_dropout, name="embedding_dropout")(tokens)
+    return inputs, tokens
 
 
 def attention_layers(model: keras.Model) -> list[MultiHeadSelfAttention]:

@@ -46,10 +46,12 @@ def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
 
 
 def blocks(model: keras.Model) -> list[TransformerBlock]:
-    """The model's self-attention blocks, in depth order (CaiT's class-attention
-    blocks, whose class token attends to the patches, have no map to probe)."""
-    return [layer for layer in model.layers
-            if isinstance(layer, TransformerBlock) and not layer.class_attention]
+    """The model's self-attention blocks over the patch tokenizer's grid, in depth
+    order (CaiT's class-attention blocks, whose class token attends to the patches,
+    have no map to probe; PiT's blocks after a pooling see a coarser grid)."""
+    found = [layer for layer in model.layers
+             if isinstance(layer, TransformerBlock) and not layer.class_attention]
+    return [block for block in found if block.input.shape == found[0].input.shape]
 
 
 def patch_geometry(model: keras.Model) -> tuple[int, int, int]:

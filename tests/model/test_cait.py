@@ -2,9 +2,6 @@
 ``tools/official_golden.py --cait`` into tests/data/official_golden_cait.npz: parameter
 counts for every spt/lsa combination at 32 and 64 px, the logits for fixed weights
 (plain, SPT + LSA as published, SPT + LSA with a real mask), LayerScale's initial values."""
-import json
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -15,12 +12,9 @@ from ablation.model.build import model_arguments
 from ablation.model.official_weights import load_official_weights
 from ablation.model.saved import save_trained
 from ablation.train.locality_probe import blocks
-from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.golden import logits_of, official_weights, smoke_trains
 from tests.helpers.config import compose
 from tests.helpers.paths import ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-from official_golden import golden_weights  # noqa: E402
 
 GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_cait.npz")
 # the official create_model's two sizes: CIFAR (32 px, patch 4), Tiny-ImageNet (64 px, patch 8)
@@ -47,20 +41,6 @@ def tiny_cait(spt: bool, lsa: bool, *overrides):
     return build_model(cfg, 10, (16, 16, 3))
 
 
-def official_weights(label: str) -> dict:
-    names = json.loads(str(GOLDEN[f"{label}_names"]))
-    weights = golden_weights([(n, tuple(s)) for n, s in names], seed=1)
-    assert sum(float(v.sum()) for v in weights.values()) == pytest.approx(
-        float(GOLDEN[f"{label}_checksum"]), rel=1e-9)   # the same draws as the recording
-    return weights
-
-
-def logits_of(model) -> np.ndarray:
-    # raw pixels in: the model normalises with the official constants (augmentation=paper)
-    return np.asarray(keras.ops.convert_to_numpy(
-        model(GOLDEN["images"].astype(np.float32), training=False)))
-
-
 @pytest.mark.parametrize("size, classes, spt, lsa, count", GOLDEN["param_counts"].tolist(),
                          ids=lambda v: str(v))
 def test_parameter_counts_are_the_official_ones(size, classes, spt, lsa, count):
@@ -76,7 +56,7 @@ def test_parameter_counts_are_the_official_ones(size, classes, spt, lsa, count):
 ])
 def test_official_weights_give_the_official_logits(label, switches, official_mask):
     model = cait(switches, switches, f"model.official_cait_mask={official_mask}")
-    logits = logits_of(load_official_weights(model, official_weights(label)))
+    logits = logits_of(load_official_weights(model, official_weights(label, GOLDEN)), GOLDEN)
     expected = GOLDEN[f"{label}_logits"]
     assert np.abs(logits - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
     assert (logits.argmax(axis=1) == expected.argmax(axis=1)).all()
@@ -88,11 +68,11 @@ def test_the_default_mask_is_not_the_official_one():
     official, masked = GOLDEN["slcait_logits"], GOLDEN["slcait_masked_logits"]
     scale = np.abs(official).max()
     assert np.abs(official - masked).max() > 1e-2 * scale
-    model = load_official_weights(cait(True, True), official_weights("slcait"))
-    assert np.abs(logits_of(model) - official).max() > 1e-2 * scale
+    model = load_official_weights(cait(True, True), official_weights("slcait", GOLDEN))
+    assert np.abs(logits_of(model, GOLDEN) - official).max() > 1e-2 * scale
     for layer in attention_layers(model):   # no mask at all is not the official -1e-9 either
         layer.mask_diagonal = False
-    assert np.abs(logits_of(model) - official).max() > 1e-3 * scale
+    assert np.abs(logits_of(model, GOLDEN) - official).max() > 1e-3 * scale
 
 
 def test_layer_scale_starts_as_the_official_by_position_in_its_stack():
@@ -153,10 +133,5 @@ def test_each_architecture_reads_only_its_keys():
 
 @pytest.mark.slow
 def test_a_smoke_cait_trains_through_the_command(tmp_path):
-    # few overrides: they name the job's folder (at most 200 characters)
-    small = ("model.image_size=16", "model.dim=32", "model.depth=2", "model.key_dim=8")
-    done = run_cli(*smoke_overrides(tmp_path, "model=cait", *small, "wandb.mode=disabled"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    (record,) = tmp_path.glob("smoke/*/run.json")
-    data = json.loads(record.read_text())
-    assert data["model"] == "cait" and data["metrics"]["test_top1"] > 0.1
+    smoke_trains(tmp_path, "cait", "model.image_size=16", "model.dim=32", "model.depth=2",
+                 "model.key_dim=8")
