@@ -9,10 +9,13 @@ counted, and one in flight when the sweep stopped is handed out again
 The k-th trial's sampler is seeded from ``tune.sampler_seed`` and k, so proposals
 are the same whether or not the search was stopped and resumed, and every study
 draws the same start-up values. A trial whose journal entry cannot be believed
-(:func:`trial_problem`) is left out, with one warning.
+(:func:`trial_problem`) is left out, with one warning: no read of the journal's
+trials sees it after, the sampler's included. A last line cut short (a kill while
+Optuna appended it) is cut off before the search writes (:func:`_mend`).
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -28,6 +31,7 @@ VALUES_ATTR = "values"  # a launched trial's values, as trained (rounded)
 # A value as proposed is rounded to a few significant digits, so it may sit just
 # outside its range: by half a unit in the last digit kept, at most this fraction of it.
 ROUNDING = 10.0 ** (1 - SIGNIFICANT_DIGITS) / 2
+JOURNAL_CAP = 1 << 30  # bytes: the journal is read whole (as Optuna reads it)
 
 Ranges = Mapping[str, tuple[float, float]]
 
@@ -36,55 +40,105 @@ class DamagedJournal(ValueError):
     """The search journal cannot be read as Optuna's journal."""
 
 
+def _damaged(journal: Path, e: Exception) -> DamagedJournal:
+    """The one-line refusal of ``journal``, which raised ``e`` when read."""
+    return DamagedJournal(
+        f"the search journal {journal} cannot be read ({type(e).__name__}: "
+        f"{str(e).splitlines()[0] if str(e) else 'damaged'}): move it aside to start "
+        f"this sweep's search over")
+
+
+def _shown(value) -> str:
+    """``value``'s repr, cut to 40 characters: a journal may hold a value of any length."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def trial_problem(trial, ranges: Ranges) -> str | None:
-    """Why ``trial``'s journal entry is not to be believed, or None: its values
-    must name exactly the searched keys, each a finite number in its range, and a
-    completed trial's score must be a finite fraction in [0, 1]."""
-    values = trial.user_attrs.get(VALUES_ATTR)
-    if not isinstance(values, dict) or set(values) != set(ranges):
-        return f"its values name {sorted(values) if isinstance(values, dict) else values!r}, " \
-               f"not the searched {sorted(ranges)}"
-    for key, value in values.items():
-        low, high = ranges[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not low * (1 - ROUNDING) <= value <= high * (1 + ROUNDING):
-            return f"{key}={value!r} is outside the searched range [{low:.3g}, {high:.3g}]"
+    """Why ``trial``'s journal entry is not to be believed, or None: its state must be
+    one the search writes, its values (as trained) and params (as proposed: what the
+    sampler reads) must name exactly the searched keys, each a number in its range,
+    and a completed trial's score must be a fraction in [0, 1]."""
     from optuna.trial import TrialState
 
+    if trial.state not in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.FAIL):
+        return f"its state {trial.state.name} is none the search writes"
+    for name, given in (("values", trial.user_attrs.get(VALUES_ATTR)), ("params", trial.params)):
+        if given is None:
+            return f"it has no {name}"
+        if not isinstance(given, dict) or set(given) != set(ranges):
+            named = sorted(given) if isinstance(given, dict) else given
+            return f"its {name} name {_shown(named)}, not the searched {sorted(ranges)}"
+        for key, value in given.items():
+            low, high = ranges[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"{key}={_shown(value)} is not a number"
+            if not low * (1 - ROUNDING) <= value <= high * (1 + ROUNDING):
+                return f"{key}={_shown(value)} is outside the searched range " \
+                       f"[{low:.3g}, {high:.3g}]"
     score = trial.value
     if trial.state == TrialState.COMPLETE and not (
             isinstance(score, (int, float)) and 0 <= score <= 1):
-        return f"its score {score!r} is not a fraction in [0, 1]"
+        return f"its score {_shown(score)} is not a fraction in [0, 1]"
     return None
 
 
-class Search:
-    """The studies of one sweep folder, in the journal at ``journal``."""
+def _mend(journal: Path) -> None:
+    """Before the search writes to ``journal``: a last line without its newline (what a
+    kill while Optuna appended leaves; Optuna skips it, then would append onto it) is
+    cut off (the journal rewritten whole, atomically), with one warning; a last line
+    that ends but is no JSON is :class:`DamagedJournal` (Optuna would skip it too,
+    then append after it)."""
+    from ablation.files import atomic_write, is_regular, read_bytes
 
-    def __init__(self, journal: Path, protocol: Protocol):
+    if not is_regular(journal):
+        return
+    data = read_bytes(journal, JOURNAL_CAP)
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        atomic_write(journal, data[:end])
+        log.warning("%s: its last line was cut short (a stop while it was written): dropped "
+                    "%d bytes, %s; the search resumes from the complete lines", journal,
+                    len(data) - end, _shown(data[end:]))
+    if end:
+        try:
+            json.loads(data[data.rfind(b"\n", 0, end - 1) + 1:end])
+        except ValueError as e:  # JSON, UTF-8
+            raise _damaged(journal, e) from None
+
+
+class Search:
+    """The studies of one sweep folder, in the journal at ``journal``. ``reading``:
+    for the sweep's estimate, which writes nothing and says nothing of the journal
+    (the tuning that follows says it)."""
+
+    def __init__(self, journal: Path, protocol: Protocol, *, reading: bool = False):
         import optuna
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        self.protocol, self.journal, self._warned = protocol, journal, set()
+        self.protocol, self.journal, self.reading = protocol, journal, reading
+        self.left_out: set[int] = set()  # the journal ids of trials not believed
+        if not reading:
+            _mend(journal)
         try:
             self.storage = JournalStorage(JournalFileBackend(str(journal)))
         except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSON, UTF-8, layout
-            raise DamagedJournal(
-                f"the search journal {journal} cannot be read ({type(e).__name__}: "
-                f"{str(e).splitlines()[0] if str(e) else 'damaged'}): move it aside to start "
-                f"this sweep's search over") from None
+            raise _damaged(journal, e) from None
+        every = self.storage.get_all_trials  # what every read of trials, the sampler's, calls
+        self.storage.get_all_trials = lambda study_id, deepcopy=True, states=None: [
+            t for t in every(study_id, deepcopy, states) if t._trial_id not in self.left_out]
 
     @classmethod
     def existing(cls, journal: Path, protocol: Protocol) -> Search | None:
-        """The search in ``journal`` to read, or None where there is no journal (or
-        something other than a regular file stands there: never opened). Opening an
-        existing journal writes nothing."""
+        """The search in ``journal`` to read for the estimate (``reading``), or None
+        where there is no journal (or something other than a regular file stands
+        there: never opened)."""
         from ablation.files import is_regular
 
-        return cls(journal, protocol) if is_regular(journal) else None
+        return cls(journal, protocol, reading=True) if is_regular(journal) else None
 
     def progress(self, study_id: str, ranges: Ranges
                  ) -> tuple[int, tuple[int, dict[str, float], float] | None]:
@@ -110,18 +164,22 @@ class Search:
 
     def _trials(self, study_id: str, ranges: Ranges, states=None) -> list:
         """The study's trials (in ``states``) that the journal records believably;
-        each other one is said once, in one line, and left out."""
+        each other one is said in one line (unless ``reading``) and left out of every
+        later read."""
+        from optuna.trial import TrialState
+
         believed = []
         for trial in self._study(study_id).get_trials(deepcopy=False, states=states):
-            if trial.state == self._optuna.trial.TrialState.RUNNING \
+            if trial.state in (TrialState.RUNNING, TrialState.FAIL) \
                     and VALUES_ATTR not in trial.user_attrs:
-                believed.append(trial)  # asked, never launched: closed by next_trial
+                believed.append(trial)  # asked, never launched: closed by next_trial, not counted
             elif (problem := trial_problem(trial, ranges)) is None:
                 believed.append(trial)
-            elif (study_id, trial.number) not in self._warned:
-                self._warned.add((study_id, trial.number))
-                log.warning("%s: trial %d of study %s is left out: %s", self.journal,
-                            trial.number, study_id, problem)
+            else:
+                self.left_out.add(trial._trial_id)
+                if not self.reading:
+                    log.warning("%s: trial %d of study %s is left out: %s", self.journal,
+                                trial.number, study_id, problem)
         return believed
 
     def used(self, study_id: str, ranges: Ranges) -> int:
@@ -136,7 +194,10 @@ class Search:
         by a stopped sweep, else a new proposal within ``ranges``."""
         states = self._optuna.trial.TrialState
         study = self._study(study_id)
-        for trial in self._trials(study_id, ranges, (states.RUNNING,)):
+        # every trial judged first: the sampler below reads only the believed ones
+        for trial in self._trials(study_id, ranges):
+            if trial.state != states.RUNNING:
+                continue
             if VALUES_ATTR in trial.user_attrs:
                 return trial.number, dict(trial.user_attrs[VALUES_ATTR])
             study.tell(trial.number, state=states.FAIL)  # asked, never launched

@@ -207,12 +207,17 @@ def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path
     estimate: outside a tuned sweep, ``jobs``; in one, each study's trials still to run
     (stand-ins at the preset's values), then its final runs (at the chosen values where
     the search has ended; else counted whole). ``config``: the sweep's Hydra config.
-    Should the plan fail (an unreadable journal), one warning and no estimate."""
+    Should the plan fail, no estimate: with one warning, or none for a damaged journal,
+    which the tuning then refuses in one line."""
+    from hydra_plugins.vit_ablation.search import DamagedJournal
+
     tune = jobs[0][0].get("tune") if jobs else None
     if not tune or not jobs[0][0].get("estimate", True):
         return jobs
     try:
         return _planned_jobs(config, jobs, Protocol.of(tune))
+    except DamagedJournal:
+        return []
     except Exception as e:
         log.warning("no estimate: %s: %s", type(e).__name__, e)
         return []

@@ -153,3 +153,38 @@ def test_the_tuned_command_trains_what_its_size_line_says(tmp_path):
     assert not re.search(r"^sweep:", again.stdout, flags=re.M), again.stdout
     assert again.stdout.count("already completed here: skipped") == 2, again.stdout
     assert " epoch 1/1 " not in again.stdout
+
+
+def test_the_estimate_leaves_what_is_wrong_with_the_journal_to_the_tuning(
+        tmp_path, conf_dir, capsys, monkeypatch, caplog):
+    """A trial the journal records unbelievably, or a journal Optuna cannot read, is said
+    once, by the tuning that follows the estimate: the estimate says nothing of it."""
+    from ablation.config.tuning import Protocol
+    from ablation.sweep.callbacks import job_configs
+    from hydra_plugins.vit_ablation.search import DamagedJournal, Search
+    from hydra_plugins.vit_ablation.tuned_sweep import JOURNAL_FILE, TUNING_FOLDER, plan
+
+    config = _sweep_config(tmp_path, *TUNED)
+    jobs = job_configs(config)
+    protocol = Protocol.of(jobs[0][0]["tune"])
+    study = plan(protocol, [["spt=true"]], lambda c: jobs[0][0])[0]
+    journal = tmp_path / "results" / "smoke" / TUNING_FOLDER / JOURNAL_FILE
+    journal.parent.mkdir(parents=True)
+    search = Search(journal, protocol)
+    number, _ = search.next_trial(study.id(protocol), study.ranges(protocol))
+    search.tell(study.id(protocol), number, 0.9)
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(line.replace('"values":[0.9]', '"values":["0.9"]')
+                               for line in lines))
+    with caplog.at_level("WARNING"):
+        assert _size_line(config, capsys, monkeypatch) is not None
+        assert [r.getMessage() for r in caplog.records] == []
+        Search(journal, protocol).used(study.id(protocol), study.ranges(protocol))
+        assert ["is left out" in r.getMessage() for r in caplog.records] == [True]
+        caplog.clear()
+        journal.write_text("".join([lines[0], "{\n", *lines[1:]]))
+        assert _size_line(config, capsys, monkeypatch) is None
+        assert [r.getMessage() for r in caplog.records] == []
+        with pytest.raises(ValueError) as caught:  # the tuning's one line
+            Search(journal, protocol)
+        assert type(caught.value).__name__ == DamagedJournal.__name__

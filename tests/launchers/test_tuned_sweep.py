@@ -8,7 +8,6 @@ values must come out the same: the search reads validation only, a resumed
 search proposes what an unbroken one does, and the sampler seed fixes it.
 """
 import json
-import math
 import os
 import shutil
 import signal
@@ -142,44 +141,89 @@ def test_the_search_is_reproducible_and_resumes_the_trial_in_flight(tmp_path):
 
 
 def _planted(journal, protocol, values, score):
-    """A trial written into the journal by hand (or by a damaged write): not proposed."""
+    """A trial written into the journal by hand (or by a damaged write): not proposed.
+    ``score`` as text: the JSON written in its place (Optuna itself writes no NaN)."""
     import optuna
     from optuna.distributions import FloatDistribution
 
     study = optuna.load_study(study_name="a", storage=Search(journal, protocol).storage)
-    stand_in = 0.123456 if math.isnan(score) else score  # Optuna itself writes no NaN
+    stand_in = 0.123456 if isinstance(score, str) else score
     study.add_trial(optuna.trial.create_trial(
         params={"trainer.learning_rate": 0.003},
         distributions={"trainer.learning_rate": FloatDistribution(0.0003, 0.03, log=True)},
         value=stand_in, user_attrs={"values": values}))
-    if math.isnan(score):
-        journal.write_text(journal.read_text().replace(str(stand_in), "NaN"))
+    if isinstance(score, str):
+        journal.write_text(journal.read_text().replace(str(stand_in), score))
 
 
 @pytest.mark.parametrize("values, score, says", [
     ({"trainer.learning_rate": 0.5}, 0.9, "trainer.learning_rate=0.5 is outside the searched"),
     ({"trainer.learning_rate": 0.003, "hydra.sweep.dir": 9}, 0.9, "not the searched"),
-    ({"trainer.learning_rate": "0.003"}, 0.9, "outside the searched range"),
+    ({"trainer.learning_rate": "0.003"}, 0.9, "trainer.learning_rate='0.003' is not a number"),
     ({"trainer.learning_rate": 0.003}, 99.9, "its score 99.9 is not a fraction in [0, 1]"),
-    ({"trainer.learning_rate": 0.003}, float("nan"), "its score nan is not a fraction"),
+    ({"trainer.learning_rate": 0.003}, "NaN", "its score nan is not a fraction"),
+    ({"trainer.learning_rate": 0.003}, '"0.99"', "its score '0.99' is not a fraction"),
+    ({"trainer.learning_rate": 0.003}, "1" + "0" * 400, "its score 1000000000000000000000"),
 ])
 def test_a_journal_trial_that_is_not_believable_is_left_out(tmp_path, caplog, values, score,
                                                             says):
     """Only the trials the search proposed, in range and scored as fractions, count
-    toward the budget and the choice; a planted one is said in one line and ignored."""
+    toward the budget and the choice, and only they reach the sampler (the next
+    proposal is the honest journal's); a planted one is said in one short line."""
     protocol = Protocol(params=("trainer.learning_rate",), spread=10, trials=3, sampler_seed=0,
                         search_seed=1000, epochs=None)
     journal = tmp_path / "journal.log"
     honest = _search(journal, protocol)
     best = Search(journal, protocol).best("a", RANGES)
+    shutil.copy(journal, tmp_path / "honest.log")
     _planted(journal, protocol, values, score)
     search = Search(journal, protocol)
     with caplog.at_level("WARNING"):
         assert search.used("a", RANGES) == len(honest)
         assert search.best("a", RANGES) == best
         assert search.progress("a", RANGES) == (len(honest), best)
+        assert search.next_trial("a", RANGES)[1] == \
+            Search(tmp_path / "honest.log", protocol).next_trial("a", RANGES)[1]
     warned = [r.getMessage() for r in caplog.records if "is left out" in r.getMessage()]
     assert len(warned) == 1 and says in warned[0] and str(journal) in warned[0], warned
+    assert len(warned[0]) < len(str(journal)) + 160, warned  # a long value is cut
+
+
+def _tampered(journal, op_code, **change):
+    """``journal`` with trial 0's line of ``op_code`` rewritten by hand: ``change``d."""
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    line = next(x for x in lines if x["op_code"] == op_code and x.get("trial_id") == 0)
+    line.update(change)
+    journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.mark.parametrize("op_code, change, says", [
+    (6, {"values": ["0.99"]}, "its score '0.99' is not a fraction in [0, 1]"),
+    (6, {"values": [10 ** 400]}, "its score 1" + "0" * 36 + "... is not a fraction"),
+    (8, {"user_attr": {"values": {"trainer.learning_rate": "0.00353"}}},
+     "trainer.learning_rate='0.00353' is not a number"),
+    (8, {"trial_id": 1}, "it has no values"),
+    (5, {"param_value_internal": -1.0}, "trainer.learning_rate=-1.0 is outside the searched"),
+], ids=["score text", "score of 401 digits", "value text", "values moved", "param negative"])
+def test_a_trial_left_out_of_a_tampered_journal_never_reaches_the_search(tmp_path, caplog,
+                                                                         op_code, change, says):
+    """A journal line of the sweep's search, tampered with: its trial is said once, in
+    one short line, and left out of the budget, the choice and the sampler's proposals
+    (whose sort of the scores would raise on a text one), so the search goes on."""
+    protocol = Protocol(params=("trainer.learning_rate",), spread=10, trials=2, sampler_seed=0,
+                        search_seed=1000, epochs=None)
+    journal = tmp_path / "journal.log"
+    _search(journal, protocol)
+    _tampered(journal, op_code, **change)
+    with caplog.at_level("WARNING"):
+        assert len(_search(journal, protocol)) == 1  # trial 0 no longer counts: one more
+        search = Search(journal, protocol)
+        assert search.used("a", RANGES) == 2 and search.best("a", RANGES)[0] != 0
+        assert search.progress("a", RANGES)[0] == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and len(set(warned)) == 1, warned  # one line per Search
+    assert f"trial 0 of study a is left out: {says}" in warned[0], warned
+    assert len(warned[0]) < len(str(journal)) + 160, warned
 
 
 def test_the_chosen_trial_is_the_best_whose_record_agrees(tmp_path):
@@ -195,20 +239,48 @@ def test_the_chosen_trial_is_the_best_whose_record_agrees(tmp_path):
     assert search.best("a", RANGES, agrees=lambda n, v, s: False) is None
 
 
+@pytest.mark.parametrize("at", [2, None], ids=["in the middle", "as the last line"])
 @pytest.mark.parametrize("damage", [b'{"op_code": 8, "trial_id"\n', b"\xff\xfe\x00binary\n"],
                          ids=["a malformed line", "binary content"])
-def test_a_journal_that_cannot_be_parsed_is_one_line(tmp_path, damage):
+def test_a_journal_that_cannot_be_parsed_is_one_line(tmp_path, damage, at):
+    """A whole line that is not Optuna's, even the last (which Optuna would skip, then
+    write after): refused in one line, before anything is written."""
     protocol = Protocol(params=("trainer.learning_rate",), spread=10, trials=2, sampler_seed=0,
                         search_seed=1000, epochs=None)
     journal = tmp_path / "journal.log"
     _search(journal, protocol)
     lines = journal.read_bytes().splitlines(keepends=True)
-    journal.write_bytes(b"".join([*lines[:2], damage, *lines[2:]]))  # in the middle
+    journal.write_bytes(b"".join([*lines[:at], damage, *lines[at:]] if at else [*lines, damage]))
+    damaged = journal.read_bytes()
     with pytest.raises(ValueError) as caught:  # Hydra's plugin scan may load the module anew
         Search(journal, protocol)
     assert type(caught.value).__name__ == DamagedJournal.__name__
     assert str(journal) in str(caught.value) and "move it aside" in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert "\n" not in str(caught.value) and journal.read_bytes() == damaged
+
+
+def test_a_last_line_cut_short_by_a_kill_is_cut_off_and_the_search_resumes(tmp_path, caplog):
+    """A kill while Optuna appends a line (here trial 1's score) leaves it without its
+    newline: the estimate reads past it, writing nothing; the search cuts it off, in
+    one line, and goes on from the complete lines, trial 1 in flight (else Optuna would
+    append onto it, and the journal would not be read again)."""
+    protocol = Protocol(params=("trainer.learning_rate",), spread=10, trials=3, sampler_seed=0,
+                        search_seed=1000, epochs=None)
+    journal = tmp_path / "journal.log"
+    _search(journal, protocol, trials=2)
+    whole = journal.read_bytes()
+    os.truncate(journal, len(whole) - 40)  # as `truncate -s -40` leaves it
+    complete = whole[:whole.rstrip(b"\n").rfind(b"\n") + 1]
+    with caplog.at_level("WARNING"):
+        assert Search.existing(journal, protocol).progress("a", RANGES)[0] == 1
+        assert journal.read_bytes() == whole[:-40] and not caplog.records
+        assert [number for number, _ in _search(journal, protocol)] == [1, 2]
+    assert journal.read_bytes().startswith(complete) and journal.read_bytes().endswith(b"\n")
+    assert Search(journal, protocol).used("a", RANGES) == 3
+    (line,) = [r.getMessage() for r in caplog.records]
+    dropped = len(whole) - 40 - len(complete)
+    assert str(journal) in line and f"cut short (a stop while it was written): dropped " \
+        f"{dropped} bytes, b'{{\"op_code\":6," in line, line
 
 
 def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
