@@ -5,9 +5,11 @@ the power, the code (:func:`notes`); a LaTeX table's caption proper is
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
+from ablation.config.choices import ARCHITECTURES
 from ablation.report import power
 from ablation.report.stats import CONFIDENCE
 from ablation.report.tuned_block import protocol_sentence
@@ -39,6 +41,16 @@ FACTORIAL_NOTE = ("Effects: each switch's main effect and every interaction, com
                   "because the variants of one seed share its initialisation, data order and "
                   "augmentation draws. Bold: significant at 5 % after Holm's correction across "
                   "the block's terms of that metric.")
+
+
+def own_name(text: str, architecture) -> str:
+    """``text`` naming the plain model of ``architecture``: ``SL-CaiT``, ``Δ vs CaiT``."""
+    name = ARCHITECTURES.get(architecture, str(architecture))
+    return text if name == "ViT" else re.sub(r"\bViT\b", name, text)
+
+
+def block_architecture(block: pd.DataFrame) -> str:
+    return block["architecture"].iloc[0] if "architecture" in block else "vit"
 
 
 def finite(x) -> bool:
@@ -128,7 +140,7 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
     parts.append(code_sentence(block, escape))
     if (block["trainable_params"].isna() & block["params"].notna()).any():
         parts.append("Params marked * are totals (older records lack the trainable count).")
-    return [part for part in parts if part]
+    return [own_name(part, block_architecture(block)) for part in parts if part]
 
 
 def not_completed_sentence(block: pd.DataFrame) -> str:
@@ -153,10 +165,11 @@ def short_caption(block: pd.DataFrame, title: str, full: bool = False) -> str:
     speed = "; training speed and time" if full else ""
     synthetic = (" Synthetic data: every accuracy is chance."
                  if (block["dataset"] == "synthetic").any() else "")
-    return (f"{title}.{synthetic} {metrics} test accuracy (%) of each variant {when}, mean "
-            f"± sd over n seeds{tuned}; Δ: the gap to the plain ViT paired by seed, with its "
-            f"95 % confidence interval, bold where significant after Holm's correction"
-            f"{speed}.")
+    return own_name(
+        f"{title}.{synthetic} {metrics} test accuracy (%) of each variant {when}, mean "
+        f"± sd over n seeds{tuned}; Δ: the gap to the plain ViT paired by seed, with its "
+        f"95 % confidence interval, bold where significant after Holm's correction"
+        f"{speed}.", block_architecture(block))
 
 
 def code_sentence(block: pd.DataFrame, escape=str) -> str:

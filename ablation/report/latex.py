@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ablation.config.switches import REGISTRY
-from ablation.report.captions import (BEST_COLUMNS, GAPS, is_tuned, notes, short_caption,
-                                      shows_best_epoch, significant)
+from ablation.report.captions import (BEST_COLUMNS, GAPS, block_architecture, is_tuned, notes,
+                                      own_name, short_caption, shows_best_epoch, significant)
 from ablation.report.escape import latex_text
 from ablation.report.latex_layout import (GAP, HEAD_LINE_SQUEEZED, LABEL_WORD, MEAN_SD,
                                           ROW_NAME, Column, float_table, head_lines)
@@ -80,11 +80,12 @@ def block_columns(block: pd.DataFrame, full: bool) -> list[Column]:
         if name == "Tuned values":
             latex_cells = [latex_text(c, long_word=TUNED_WORD) for c in plain_cells]
         group = TOP1_GROUP if official and not full and name in GROUPED_HEADS else None
-        squeezed = head_lines(name, HEAD_LINE_SQUEEZED)
+        shown = own_name(name, block_architecture(block))
+        squeezed = head_lines(shown, HEAD_LINE_SQUEEZED)
         if squeezed == (name,) and name.endswith(" (%)"):  # the unit under its name
             squeezed = (name[:-4], "(%)")
         head = GROUPED_HEADS[name] if group else None if full else COMPACT_HEADS.get(name)
-        squeezed, head = head or squeezed, head or head_lines(name)
+        squeezed, head = head or squeezed, head or head_lines(shown)
         columns.append(Column(head, latex_cells, plain_cells,
                               [name in latex[1] for latex, _, _ in rows], group=group,
                               head_squeezed=squeezed if squeezed != head else None,

@@ -120,6 +120,7 @@ def load(path: str | Path, split_by_code: bool = False) -> tuple[pd.DataFrame, p
             **{k: bool(record["switches"].get(k)) for k in SWITCHES},
             "variant": record.get("variant"),
             "dataset": record["dataset"], "model": record["model"],
+            "architecture": architecture(record),
             "seed": int(record["seed"]), "status": record["status"],
             "test_top1": metrics.get("test_top1"), "test_top5": metrics.get("test_top5"),
             "best_val_top1": metrics.get("best_val_top1"),
@@ -246,6 +247,12 @@ def timed_steps(record: dict) -> int | None:
     images = data["train"] * int(trainer.get("passes_per_epoch") or 1)
     steady = steady_epochs(epochs, record.get("resumed_from_epochs") or [])
     return len(steady) * math.ceil(images / int(trainer["batch_size"]))
+
+
+def architecture(record: dict) -> str:
+    """The run's ``model.architecture`` (``vit`` in records older than the key)."""
+    model = (record.get("config") or {}).get("model") or {}
+    return model["architecture"] if isinstance(model.get("architecture"), str) else "vit"
 
 
 def temperature_start(record: dict) -> float | None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ablation.config.switches import BASELINE_LABEL, REGISTRY
-from ablation.report import power
+from ablation.report import across_models, power
 from ablation.report.captions import (BEST_COLUMNS, FACTORIAL_NOTE, GAPS, NO_SPREAD_EFFECTS,
-                                      SPEED_MARK, finite, is_tuned, notes, shows_best_epoch,
-                                      significant, speed_shown)
+                                      SPEED_MARK, block_architecture, finite, is_tuned, notes,
+                                      own_name, shows_best_epoch, significant, speed_shown)
 from ablation.report.escape import latex_text, markdown_text
 from ablation.report.tables import BLOCK
 from ablation.report.tuned_block import values_text
@@ -37,6 +37,13 @@ NO_INTERVAL_NOTE = ("No interval with one seed: the interval is made of the spre
                     "seeds.")
 NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run of every "
                       "variant, so the switches cannot be told apart from the seed.")
+
+
+def title(table: pd.DataFrame) -> str:
+    """The page's title: against the plain model of its one architecture, or of each."""
+    kinds = set(table["architecture"]) if "architecture" in table else {"vit"}
+    return (own_name(TITLE, kinds.pop()) if len(kinds) == 1
+            else TITLE.replace("the plain ViT", "each model's plain variant"))
 
 
 def header(block: pd.DataFrame) -> list[str]:
@@ -130,7 +137,7 @@ def row_cells(r, style: Style) -> tuple[dict[str, str], set[str]]:
     ok = r["status"] == "ok"
     is_base = r["variant"] == BASELINE_LABEL
     cells = {
-        "Variant": style.escape(r["variant"]),
+        "Variant": style.escape(own_name(r["variant"], r.get("architecture", "vit"))),
         **{s.column: style.on if r[s.key] else "" for s in REGISTRY}, "n": style.escape(n),
         **{col: "ref." if is_base else gap(r[src], r[f"{src}_low"], r[f"{src}_high"], style)
            for col, src in GAPS.items()},
@@ -208,9 +215,11 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
     """The comparison as a page's elements, its tables' cells in ``style``: ``intro``
     (a title and its note), ``h2``, ``table`` (head, rows), ``p`` (text, or a function
     of the escape for what comes from the records) and ``md`` (Markdown only)."""
-    out = [("intro", TITLE, NOTE)]
+    out = [("intro", title(table), NOTE)]
     for key, block in table.groupby(BLOCK, sort=False):
-        out += [("h2", block_title(*key)), ("table", header(block), display_rows(block, style)),
+        out += [("h2", block_title(*key)),
+                ("table", [own_name(h, block_architecture(block)) for h in header(block)],
+                 display_rows(block, style)),
                 ("p", lambda escape, block=block: " ".join(notes(block, escape)))]
         mine = select_block(effects, key)
         if not mine.empty:
@@ -222,6 +231,40 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
             out.append(("p", NOT_ESTIMABLE_NOTE))
     if not effects.empty:
         out.append(("p", factorial_note(effects)))
+    return out + across_elements(table, effects, style)
+
+
+def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[tuple]:
+    """The models side by side (:mod:`ablation.report.across_models`), where a dataset
+    and protocol has two models or more."""
+    out = []
+    for (dataset, protocol, setting), summary in across_models.summaries(table, effects):
+        names = across_models.terms(summary)
+        paper = any(finite(r.get("paper_top1")) for side in ("plain", "sl")
+                    for r in summary[side] if r is not None)
+        head = ["Model", "n (plain, SL)", "Top-1 plain (%)", "Top-1 SL (%)", "ΔTop-1 SL (pp)",
+                *(f"{name} effect (pp)" for name in names),
+                *(["Paper plain → SL (%)"] if paper else [])]
+        rows = []
+        for _, r in summary.iterrows():
+            plain, sl = r["plain"], r["sl"]
+            cell = (lambda x, f: f(x) if x is not None else style.dash)  # noqa: E731
+            top1 = (lambda x: pct(x["top1_mean"], x["top1_std"], style)  # noqa: E731
+                    if x["status"] == "ok" else x["status"])
+            rows.append([
+                style.escape(f"{own_name('ViT', r['architecture'])} ({r['model']})"),
+                f"{cell(plain, lambda x: x['n'])}, {cell(sl, lambda x: x['n'])}",
+                cell(plain, top1), cell(sl, top1),
+                cell(sl, lambda x: gap(x["d_top1"], x["d_top1_low"], x["d_top1_high"], style)),
+                *(gap(e["top1_effect"], e["top1_low"], e["top1_high"], style)
+                  if (e := r["effects"].get(name)) is not None else style.dash
+                  for name in names),
+                *([" → ".join(f"{x['paper_top1']:.2f}" if x is not None
+                              and finite(x.get("paper_top1")) else style.dash
+                              for x in (plain, sl))] if paper else [])])
+        out += [("h2", f"Across models: {dataset}, {protocol} protocol"
+                 + (f" ({setting})" if setting else "")), ("table", head, rows),
+                ("p", across_models.CAPTION + (" " + across_models.PAPER_NOTE if paper else ""))]
     return out
 
 

@@ -92,7 +92,7 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
         mine = block[keys == variant]
         ok = done[done_keys == variant].set_index("seed")
         row = {"dataset": dataset, "model": model, "protocol": protocol, "setting": setting,
-               "variant": VARIANTS[variant],
+               "architecture": block["architecture"].iloc[0], "variant": VARIANTS[variant],
                **dict(zip(SWITCHES, variant)),
                "n": len(ok), "n_failed": int((mine["status"] == "failed").sum()),
                "n_interrupted": int((mine["status"] == "interrupted").sum()),

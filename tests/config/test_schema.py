@@ -30,6 +30,7 @@ NOT_A_RUN_CONFIG = {
     ("report/load.py", "unusable"): "a record's config, checked before the report uses it",
     ("report/load.py", "timed_steps"): "a record's config",
     ("report/load.py", "temperature_start"): "a record's config",
+    ("report/load.py", "architecture"): "a record's config",
     ("sweep/speed.py", "speed_key"): "a job's config, and a record's to match it with",
 }
 

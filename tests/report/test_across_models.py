@@ -1,0 +1,76 @@
+"""Several models in one report (ablation/report/across_models.py and the blocks' names):
+each block against its own plain model, named for it, and the models side by side."""
+import pytest
+
+from tests.helpers.records import BASE_CONFIG, TOP1, record
+
+PUBLISHED = {"source": "Lee, Lee & Song (2021)",
+             "top1": {"paper": {"ViT": 73.81, "SL-ViT": 76.92},
+                      "cait": {"ViT": 76.89, "SL-ViT": 80.32}}}
+LIFT = {"paper": 0.0, "cait": 0.05}  # CaiT's runs: 5 points above the ViT's
+
+
+@pytest.fixture
+def two_models(tmp_path):
+    for model, architecture in (("cait", "cait"), ("paper", "vit")):
+        config = {**BASE_CONFIG, "model": {"name": model, "architecture": architecture},
+                  "trainer": {**BASE_CONFIG["trainer"], "protocol": "official"},
+                  "report": {"published": PUBLISHED}}
+        for (spt, lsa), top1 in TOP1.items():
+            for seed in (0, 1, 2):
+                value = top1[seed] + LIFT[model] + 0.004 * seed * spt * (model == "cait")
+                record(tmp_path, spt, lsa, lsa, seed, value, model=model, config=config,
+                       extra={"metrics": {"test_top1": value, "test_top5": 0.9,
+                                          "best_test_top1": value + 0.01,
+                                          "best_test_top5": 0.91}})
+    return tmp_path
+
+
+def test_each_block_names_its_own_plain_model(two_models):
+    from ablation.report import write_report
+
+    report = write_report(two_models, make_plots=False)
+    page = report.markdown
+    cait = page[page.index("## cifar10 × cait"):page.index("## cifar10 × paper")]
+    vit = page[page.index("## cifar10 × paper"):page.index("## Across models")]
+    assert "| ΔTop-1 vs CaiT |" in cait and "| SL-CaiT |" in cait and "| CaiT |" in cait
+    assert "against the plain CaiT" in cait and "ViT" not in cait
+    assert "| ΔTop-1 vs ViT |" in vit and "| SL-ViT |" in vit and "CaiT" not in vit
+    assert page.startswith("# Ablation: top-1 / top-5 against each model's plain variant")
+    table = report.table.set_index(["model", "variant"])  # the data keep the variant's key
+    assert table.loc[("cait", "SL-ViT"), "paper_top1"] == 80.32
+    assert table.loc[("paper", "SL-ViT"), "paper_top1"] == 76.92
+    latex = (two_models / "comparison.tex").read_text()
+    assert "SL-CaiT" in latex and "SL-ViT" in latex
+
+
+def test_the_models_side_by_side(two_models):
+    from ablation.report import write_report
+
+    report = write_report(two_models, make_plots=False)
+    page = report.markdown
+    summary = page[page.index("## Across models: cifar10, official protocol"):]
+    lines = [line for line in summary.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| Model | n (plain, SL) | Top-1 plain (%) | Top-1 SL (%) | "
+                               "ΔTop-1 SL (pp) | SPT effect (pp) |")
+    vit_line, cait_line = lines[1], lines[2]  # the paper's order: ViT first
+    assert vit_line.startswith("| ViT (paper) | 3, 3 |") and cait_line.startswith("| CaiT (cait)")
+    table = report.table.set_index(["model", "variant"])
+    for model, line in (("paper", vit_line), ("cait", cait_line)):
+        sl = table.loc[(model, "SL-ViT")]
+        assert f"+{sl['d_top1']:.2f} [+{sl['d_top1_low']:.2f}, +{sl['d_top1_high']:.2f}]" in line
+        spt = report.effects[(report.effects["model"] == model)
+                             & (report.effects["term"] == "SPT")].iloc[0]
+        assert f"{spt['top1_effect']:+.2f} [" in line
+    assert "| 76.89 → 80.32 |" in cait_line and "| 73.81 → 76.92 |" in vit_line
+    assert "Nothing is bold here" in summary and "**" not in summary
+
+
+def test_one_model_has_no_summary(two_models):
+    from ablation.report import write_report
+
+    for folder in two_models.glob("*-cait"):
+        (folder / "run.json").unlink()
+    page = write_report(two_models, make_plots=False).markdown
+    assert "Across models" not in page
+    assert page.startswith("# Ablation: top-1 / top-5 against the plain ViT")
