@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ablation.config.switches import SWITCHES, as_bool, variant_label
 from ablation.config.tuning import role
-from ablation.files import entries, make_folder, replaced_folder, set_aside
+from ablation.files import entries, make_folder, read_bytes, replaced_folder, set_aside
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import exit_code
 
@@ -160,6 +160,7 @@ def open_run(mode: str, output_dir: Path, **init):
     extra_settings = init.pop("settings", {})
     run = None
     if mode == "online":
+        quiet_unreadable_netrc()
         reason = unreachable(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)
         earlier = set(entries(output_dir / "wandb", "run-*"))
         if reason is None:
@@ -179,6 +180,24 @@ def open_run(mode: str, output_dir: Path, **init):
         run = wandb.init(mode="offline" if mode == "online" else mode, **init,
                          settings=wandb.Settings(**extra_settings))
     return run
+
+
+def quiet_unreadable_netrc() -> None:
+    """A ``~/.netrc`` that is not text: one warning, and W&B's own error reporting off
+    for the process (its exporter reads that file and prints tracebacks at exit); a
+    choice the user made in ``WANDB_ERROR_REPORTING`` stands."""
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    try:
+        read_bytes(path, NETRC_LIMIT, follow_links=True).decode("utf-8")
+    except UnicodeDecodeError as e:
+        if "WANDB_ERROR_REPORTING" not in os.environ:
+            log.warning("%s is not text (%s): W&B cannot read credentials from it", path, e.reason)
+            os.environ["WANDB_ERROR_REPORTING"] = "false"
+    except (OSError, ValueError):  # absent, or no file: W&B's login says what it lacks
+        pass
+
+
+NETRC_LIMIT = 1 << 20
 
 
 @contextlib.contextmanager

@@ -65,3 +65,17 @@ def test_no_credentials_falls_back_to_offline(tmp_path):
         names = [p.name for p in wandb_dir.iterdir() if p.name.startswith(("run-", "offline-"))]
         assert len(names) == 1 and names[0].startswith("offline-run-"), (wandb_dir, names)
     assert list((path.parent / ".replaced").glob("*/wandb/run-*"))
+
+
+@pytest.mark.slow
+def test_a_netrc_that_is_not_text_is_one_line(tmp_path):
+    """W&B's own exporter reads ~/.netrc at exit and printed two tracebacks for one
+    that is not text: now one warning, and the sweep as without it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_bytes(b'machine api.wandb.ai\n login u\n password "x\n\x00\xff\n')
+    result = online_sweep(tmp_path, {"WANDB_BASE_URL": "http://127.0.0.1:9"})  # HOME: home
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-2000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert out.count(".netrc is not text (invalid start byte)") == 1
