@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 from pathlib import Path
@@ -69,6 +70,10 @@ def _main(argv: list[str] | None) -> int:
         return REFUSED
     except OSError as e:  # a read-only folder, a full disk, a planted link
         where = args.out or args.path
+        if args.out and e.errno in (errno.EEXIST, errno.ENOTDIR):  # --out names no folder
+            print(f"error: --out {args.out} is not a folder (or lies below a file): give a "
+                  f"folder, which is made if it does not exist", file=sys.stderr)
+            return REFUSED
         print(f"error: the report could not be written to {where} "
               f"({e.strerror or e}{': ' + str(e.filename) if e.filename else ''}); "
               f"write it elsewhere with --out DIR", file=sys.stderr)

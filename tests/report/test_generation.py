@@ -106,16 +106,24 @@ def test_pruning_removes_only_report_generations(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
+@pytest.mark.parametrize("out, code, says", [
+    ("a-file", 2, "is not a folder (or lies below a file)"),
+    ("a-file/report", 2, "is not a folder (or lies below a file)"),
+    ("/dev/null", 2, "is not a folder (or lies below a file)"),
+    ("/proc/self/report", 1, "the report could not be written to /proc/self/report"),
+])
+def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path, out, code, says):
+    """--out that names no folder is refused input (2); a folder the system will not
+    make is a report that could not be written (1)."""
+    (tmp_path / "a-file").write_text("")
+    before = sorted(tmp_path.rglob("*"))
     done = subprocess.run([sys.executable, "-m", "ablation.report", str(sweep), "--out",
-                           str(blocker / "report"), "--no-plots", "--wandb-mode", "disabled"],
+                           str(tmp_path / out), "--no-plots", "--wandb-mode", "disabled"],
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1
+    assert done.returncode == code
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("error: the report could not be written to ")
-    assert line.endswith("write it elsewhere with --out DIR")
+    assert line.startswith("error: ") and says in line
+    assert sorted(tmp_path.rglob("*")) == before  # nothing made, the sweep's report neither
 
 
 def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
