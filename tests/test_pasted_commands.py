@@ -105,6 +105,15 @@ def test_the_report_commands_are_quoted(tmp_path, paste, name, monkeypatch, capl
         assert paste(message.split(marker, 1)[1]) == [
             "python", "-m", "ablation.report", str(sweep), *extra]
 
+    def stopped(*args, **kwargs):  # Ctrl-C while the sweep's report is written
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ablation.report, "write_report", stopped)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        report_sweep(config, str(sweep))
+    assert caught.value.then.startswith("every job's record stands; write the report with: ")
+    assert paste(caught.value.then.split("with: ", 1)[1]) == [
+        "python", "-m", "ablation.report", str(sweep)]
+
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_the_dashboard_publish_command_is_quoted(tmp_path, paste, name):

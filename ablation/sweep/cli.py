@@ -180,8 +180,9 @@ def main() -> None:
                 shared = (launcher_overrides(sys.argv[1:], composed["gpu"]["jobs_at_once"])
                           if composed else [])
                 run_hydra([*sys.argv[1:], *shared])
-    except KeyboardInterrupt as e:  # between jobs, or before the first
-        print(f"interrupted by {stop_name(e)}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as e:  # between jobs, before the first, or in the report
+        then = getattr(e, "then", "rerun the same command to resume")
+        print(f"interrupted by {stop_name(e)}; {then}", file=sys.stderr, flush=True)
         stay_stopped()
         sys.exit(exit_code(e))
     except ConfigError as e:

@@ -145,6 +145,10 @@ def report_sweep(config, sweep_dir) -> None:
             sweep_dir,
             wandb_settings=OmegaConf.to_container(config.wandb, resolve=True),
             make_plots=bool(config.report.plots))
+    except KeyboardInterrupt as e:  # every job ended: only the report is left to write
+        e.then = (f"every job's record stands; write the report with: python -m "
+                  f"ablation.report {shlex.quote(str(sweep_dir))}")
+        raise
     except ReportError as e:
         log.warning("no report: %s", e)
         return
