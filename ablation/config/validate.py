@@ -55,9 +55,10 @@ def check_wandb(cfg: Mapping) -> None:
         return
     group = "" if wandb["group"] is None else str(wandb["group"])
     if len(group) > WANDB_MAX_GROUP:  # sweep_id unless set
-        raise ConfigError(f"wandb.group={_shown(group)} (the sweep's id unless set) is "
+        raise ConfigError(f"wandb.group={_shown(group)} (the sweep's name unless set) is "
                           f"{len(group)} characters: W&B allows at most {WANDB_MAX_GROUP} in a "
-                          f"group name; set a shorter wandb.group, or use wandb.mode=disabled")
+                          f"group name; set a shorter name= or wandb.group, or use "
+                          f"wandb.mode=disabled")
     for group in ("dataset", "model"):  # every logged run is tagged with these too
         name = str(cfg[group]["name"])
         if not name or len(name) > WANDB_MAX_TAG:

@@ -121,7 +121,9 @@ def find_records(root: str | Path) -> list[Path]:
         return [root]
     found = []
     for folder, dirs, files in walk(root):  # never into a linked folder
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if RECORD_FILENAME in dirs:
+            log.warning("%s is a folder, not a record: skipped", Path(folder) / RECORD_FILENAME)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != RECORD_FILENAME)
         if RECORD_FILENAME in files:
             found.append(Path(folder) / RECORD_FILENAME)
     return sorted(found)

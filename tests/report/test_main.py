@@ -9,9 +9,14 @@ from ablation.report import ReportError, load_runs
 from tests.helpers.paths import ROOT
 
 
-def test_empty_or_wrong_path_is_a_one_line_error(tmp_path):
+def test_empty_or_wrong_path_is_a_one_line_error(tmp_path, caplog):
     with pytest.raises(ReportError, match="no run.json below"):
         load_runs(tmp_path)
+    (tmp_path / "vit-s0" / "run.json").mkdir(parents=True)  # a folder at a record's name
+    with pytest.raises(ReportError, match="no run.json below"):
+        load_runs(tmp_path)
+    assert f"{tmp_path / 'vit-s0' / 'run.json'} is a folder, not a record" in caplog.text
+    (tmp_path / "vit-s0" / "run.json").rmdir()
     for path in (tmp_path, tmp_path / "nope"):
         result = subprocess.run([sys.executable, "-m", "ablation.report", str(path)],
                                 cwd=ROOT, capture_output=True, text=True)
