@@ -133,5 +133,4 @@ def test_each_architecture_reads_only_its_keys():
 
 @pytest.mark.slow
 def test_a_smoke_cait_trains_through_the_command(tmp_path):
-    smoke_trains(tmp_path, "cait", "model.image_size=16", "model.dim=32", "model.depth=2",
-                 "model.key_dim=8")
+    smoke_trains(tmp_path, "cait_tiny")

@@ -121,5 +121,4 @@ def test_depth_is_a_list_of_stages_for_pit_only():
 
 @pytest.mark.slow
 def test_a_smoke_pit_trains_through_the_command(tmp_path):
-    smoke_trains(tmp_path, "pit", "model.image_size=16", "model.dim=16", "model.depth=[1,1]",
-                 "model.key_dim=8")
+    smoke_trains(tmp_path, "pit_tiny")
