@@ -102,6 +102,14 @@ def validate(cfg) -> dict:
         raise ConfigError(
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
+    grid = model["image_size"] // model["patch_size"]
+    for stage in range(len(model["depth"]) - 1 if isinstance(model["depth"], list) else 0):
+        if as_bool(cfg["spt"], "spt") and grid % 2:  # SPT pools by a 2x2 patch
+            raise ConfigError(
+                f"spt=true pools PiT's {grid}x{grid} token grid of stage {stage + 1} by 2x2 "
+                f"patches: choose model.image_size / model.patch_size so that each grid "
+                f"before a pooling is even")
+        grid = (grid + 1) // 2
     diagnostics = cfg["diagnostics"]
     if diagnostics["enabled"] and diagnostics["probe_images"] < 1:
         raise ConfigError(f"diagnostics.probe_images={diagnostics['probe_images']!r} must be a "
