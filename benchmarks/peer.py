@@ -1,12 +1,13 @@
-"""The official PyTorch code's training step against ``model=paper``:
-``python -m benchmarks peer``.
+"""The official PyTorch code's training step against this project's, for one of the
+paper's architectures: ``python -m benchmarks peer [--model vit|cait|pit|swin|t2t]``.
 
-Alternates, one fresh process each, (a) the official ViT's training step (SPT and
+Alternates, one fresh process each, (a) the official model's training step (SPT and
 LSA on, its AdamW and label-smoothed loss, random CIFAR-100-shaped batches), run
 by another python that has torch and einops (:mod:`benchmarks.peer_worker`,
-which imports neither ablation nor keras), and (b) this project's ``model=paper``
-with the same batch through the ``bench train`` worker. Prints images/s for each,
-the ratio of the medians (project over official), then one JSON line.
+which imports neither ablation nor keras), and (b) this project's preset of that
+architecture (``model=paper`` for ViT) with the same batch through the ``bench train``
+worker. Prints images/s for each, the ratio of the medians (project over official),
+then one JSON line.
 
 ``--bf16`` sets bf16 autocast on the official side and
 ``trainer.precision=mixed_bfloat16`` on the project's; ``--compile`` wraps the
@@ -28,13 +29,16 @@ from ablation.config import SWITCHES
 
 WORKER = Path(__file__).with_name("peer_worker.py")
 # The project's side: the paper's model and training settings on CIFAR-100's shape.
-PROJECT_OVERRIDES = ["model=paper", "trainer=paper", "dataset=cifar100", "augmentation=none",
+PROJECT_OVERRIDES = ["trainer=paper", "dataset=cifar100", "augmentation=none",
                      *(f"{key}=true" for key in SWITCHES)]
+PRESETS = {"vit": "paper", "cait": "cait", "pit": "pit", "swin": "swin", "t2t": "t2t"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for the project's side")
     p.add_argument("--official", required=True, help="checkout of aanna0701/SPT_LSA_ViT")
+    p.add_argument("--model", default="vit", choices=list(PRESETS),
+                   help="the architecture: the official create_model's --model")
     p.add_argument("--peer-python", required=True,
                    help="a python with torch and einops, which runs the official code")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
@@ -67,14 +71,15 @@ def check_arguments(args) -> str | None:
 
 def project_overrides(args) -> list[str]:
     precision = "mixed_bfloat16" if args.bf16 else "float32"
-    return [*PROJECT_OVERRIDES, f"trainer.batch_size={args.batch}",
+    return [f"model={PRESETS[args.model]}", *PROJECT_OVERRIDES,
+            f"trainer.batch_size={args.batch}",
             f"trainer.precision={precision}", *args.overrides]
 
 
 def official_command(args) -> list[str]:
     cmd = [args.peer_python, str(WORKER), "--official", str(Path(args.official).resolve()),
-           "--device", args.device, "--batch", str(args.batch), "--steps", str(args.steps),
-           "--warmup", str(args.warmup)]
+           "--model", args.model, "--device", args.device, "--batch", str(args.batch),
+           "--steps", str(args.steps), "--warmup", str(args.warmup)]
     return cmd + ["--compile"] * args.compile + ["--bf16"] * args.bf16
 
 
@@ -119,7 +124,7 @@ def run(args) -> None:
     official, project = runs["official"][0], runs["project"][0]
     out.update({
         "batch_size": args.batch, "steps": args.steps, "warmup": args.warmup,
-        "rounds": args.rounds, "compile": args.compile, "bf16": args.bf16,
+        "rounds": args.rounds, "compile": args.compile, "bf16": args.bf16, "model": args.model,
         "official_params": official["params"], "project_params": project["params"],
         "official_device": official["device"], "official_precision": official["precision"],
         "torch": official["torch"], "project_backend": project["backend"],
@@ -127,7 +132,7 @@ def run(args) -> None:
         "project_overrides": project_overrides(args)})
     print(f"\nofficial {out['official_images_per_s']:.1f} images/s "
           f"(torch {out['torch']} on {out['official_device']}, {out['official_precision']}"
-          f"{', compiled' if args.compile else ''}); project model=paper "
+          f"{', compiled' if args.compile else ''}); project model={PRESETS[args.model]} "
           f"{out['project_images_per_s']:.1f} images/s ({out['project_backend']} on "
           f"{out['project_device']}, {out['project_precision']}); ratio of medians "
           f"{out['ratio_of_medians']:.2f}, batch {args.batch}, {args.rounds} rounds of "

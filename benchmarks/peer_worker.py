@@ -4,8 +4,9 @@ and einops), never imported by the product. It imports neither ablation nor kera
     /path/to/python benchmarks/peer_worker.py --official /path/to/SPT_LSA_ViT \
         [--device cuda] [--batch 128] [--steps 50] [--warmup 5] [--compile] [--bf16]
 
-Builds the official ViT as its ``create_model`` does for a 32 px dataset (SPT and
-LSA on, stochastic depth 0.1, CIFAR-100's 100 classes), its loss (label smoothing
+Builds the official ``--model`` (vit, cait, pit, swin or t2t) as its ``create_model``
+does for a 32 px dataset (SPT and LSA on, stochastic depth 0.1, CIFAR-100's 100
+classes; tools/official_golden.py's stand-in for timm), its loss (label smoothing
 0.1) and its optimizer (AdamW, lr 1e-3, weight decay 0.05), then times forward,
 backward and the optimizer step on one batch of random data, with the device
 synchronised around the timed window. Prints one JSON line.
@@ -22,6 +23,7 @@ import time
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--official", required=True, help="checkout of aanna0701/SPT_LSA_ViT")
+    p.add_argument("--model", default="vit", help="the official create_model's --model")
     p.add_argument("--device", default="cuda")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=50)
@@ -33,16 +35,15 @@ def main(argv: list[str] | None = None) -> None:
     # this file's folder holds the bench's own modules: keep them off the import path
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [d for d in sys.path if os.path.abspath(d or ".") != here]
-    sys.path.insert(0, os.path.abspath(args.official))
+    sys.path[:0] = [os.path.abspath(args.official), os.path.join(here, "..", "tools")]
     import torch
-    from models.vit import ViT  # the official model, as create_model builds it
+    from official_golden import _create, _timm_stand_in  # create_model, as the golden tests
     from utils.losses import LabelSmoothingCrossEntropy
 
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = ViT(img_size=32, patch_size=4, num_classes=100, dim=192, mlp_dim_ratio=2,
-                depth=9, heads=12, dim_head=192 // 12, stochastic_depth=0.1,
-                is_SPT=True, is_LSA=True).to(device)
+    _timm_stand_in()
+    model = _create(args.model, 32, 100, True, True).to(device)
     params = sum(t.numel() for t in model.parameters())
     criterion = LabelSmoothingCrossEntropy(smoothing=0.1).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=5e-2)
