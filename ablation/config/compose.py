@@ -40,13 +40,17 @@ def _variant_resolver(*, _root_) -> str:
 
 
 def register_resolvers() -> None:
-    """``${variant:...}`` for run names, ``${suffix:...}`` for job folder names."""
+    """``${variant:...}`` for run names, ``${suffix:...}`` for job folder names,
+    ``${div:a,b}`` (a // b) for a patch that scales with the image, as the official
+    ``create_model`` chooses it."""
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("variant"):
         OmegaConf.register_new_resolver("variant", _variant_resolver)
     if not OmegaConf.has_resolver("suffix"):
         OmegaConf.register_new_resolver("suffix", folder_suffix)
+    if not OmegaConf.has_resolver("div"):
+        OmegaConf.register_new_resolver("div", lambda a, b: int(a) // int(b))
 
 
 def compose(overrides=(), *, hydra_config: bool = False):

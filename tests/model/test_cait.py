@@ -20,7 +20,7 @@ GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_cait.npz")
 # the official create_model's two sizes: CIFAR (32 px, patch 4), Tiny-ImageNet (64 px, patch 8)
 EXPERIMENTS = {32: "experiment=paper_cifar100", 64: "experiment=paper_tiny_imagenet"}
 # a CaiT of seconds per epoch on a CPU (16 px digits)
-TINY = ("model.image_size=16", "model.dim=32", "model.depth=2", "model.class_depth=1",
+TINY = ("model.image_size=16", "model.patch_size=4", "model.dim=32", "model.depth=2", "model.class_depth=1",
         "model.num_heads=2", "model.key_dim=16", "model.mlp_hidden_units=[64]",
         "model.drop_path=0.0")
 

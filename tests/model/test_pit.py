@@ -23,7 +23,7 @@ GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_pit.npz")
 EXPERIMENTS = {32: ("experiment=paper_cifar100",),
                64: ("experiment=paper_tiny_imagenet", "model.patch_size=4")}
 # a PiT of seconds per epoch on a CPU (16 px, three stages of one block)
-TINY = ("model.image_size=16", "model.dim=16", "model.depth=[1,1,1]", "model.key_dim=8",
+TINY = ("model.image_size=16", "model.patch_size=2", "model.dim=16", "model.depth=[1,1,1]", "model.key_dim=8",
         "model.mlp_hidden_units=[32]", "model.drop_path=0.0")
 
 

@@ -21,7 +21,7 @@ CASES = {
                         "dataset=imagenet22k is unknown: the dataset options are cifar10, "
                         "cifar100, digits, fashion_mnist, image_folder, mnist"),
     "unknown model": (["model=huge"],
-                      "model=huge is unknown: the model options are cait, keras_io, paper, pit, tiny"),
+                      "model=huge is unknown: the model options are cait, cait_tiny, keras_io, paper, "),
     "unknown experiment": (["experiment=nope"],
                            "experiment=nope is unknown: the experiment options are "),
     "name escapes results_dir": (["name=../../etc"], "name='../../etc' cannot name a folder "
@@ -287,7 +287,7 @@ W_AND_B = {
                             "wandb.entity='me/team' cannot name a W&B entity: it contains '/'"),
     "group too long": (["wandb.mode=offline", "wandb.group=" + "g" * 129],
                        "wandb.group='gggggggggggggggggggg...gggggggggggggggggggg' (the sweep's "
-                       "id unless set) is 129 characters: W&B allows at most 128"),
+                       "name unless set) is 129 characters: W&B allows at most 128"),
     "dataset name as a tag": (["wandb.mode=offline", "dataset.name=" + "d" * 70],
                               "dataset.name='ddd"),  # the suite tags runs with it
 }
