@@ -18,12 +18,14 @@ PAPER_NOTE = ("Paper: the published best-epoch top-1, plain → SL (not a run of
               "beside its final-epoch means.")
 
 
-def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, list[dict]]]:
     """For each dataset, protocol and setting that two models or more ran: one row per
-    model (its comparison rows' plain and SL cells, its block's main effects)."""
+    model, in the paper's order (its plain and SL comparison rows, None where missing,
+    and its block's main effects by term)."""
     out = []
     if table.empty:
         return out
+    order = list(ARCHITECTURES)
     for key, group in table.groupby(GROUP, sort=False, dropna=False):
         if group["model"].nunique() < 2:
             continue
@@ -31,20 +33,19 @@ def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, p
         for model, mine in group.groupby("model", sort=False):
             plain = mine[mine["variant"] == BASELINE_LABEL]
             sl = mine[mine["variant"] == SL_LABEL]
-            row = {"model": model, "architecture": mine["architecture"].iloc[0],
-                   "plain": plain.iloc[0] if len(plain) else None,
-                   "sl": sl.iloc[0] if len(sl) else None, "effects": {}}
-            if not effects.empty:
-                block = effects[(effects[BLOCK] == [key[0], model, *key[1:]]).all(axis=1)]
-                row["effects"] = {e["term"]: e for _, e in block.iterrows() if e["order"] == 1}
-            rows.append(row)
-        order = list(ARCHITECTURES)
+            block = (effects[(effects[BLOCK] == [key[0], model, *key[1:]]).all(axis=1)]
+                     if not effects.empty else effects)
+            rows.append({"model": model, "architecture": mine["architecture"].iloc[0],
+                         "plain": plain.iloc[0] if len(plain) else None,
+                         "sl": sl.iloc[0] if len(sl) else None,
+                         "effects": {e["term"]: e for _, e in block.iterrows()
+                                     if e["order"] == 1}})
         rows.sort(key=lambda r: (order.index(r["architecture"]) if r["architecture"] in order
                                  else len(order), r["model"]))
-        out.append((key, pd.DataFrame(rows)))
+        out.append((key, rows))
     return out
 
 
-def terms(summary: pd.DataFrame) -> list[str]:
+def terms(rows: list[dict]) -> list[str]:
     """The main-effect terms any model of the summary has, in their first order."""
-    return list(dict.fromkeys(t for effects in summary["effects"] for t in effects))
+    return list(dict.fromkeys(t for row in rows for t in row["effects"]))

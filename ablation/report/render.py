@@ -238,34 +238,39 @@ def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) ->
     """The models side by side (:mod:`ablation.report.across_models`), where a dataset
     and protocol has two models or more."""
     out = []
-    for (dataset, protocol, setting), summary in across_models.summaries(table, effects):
-        names = across_models.terms(summary)
-        paper = any(finite(r.get("paper_top1")) for side in ("plain", "sl")
-                    for r in summary[side] if r is not None)
+    for (dataset, protocol, setting), rows in across_models.summaries(table, effects):
+        names = across_models.terms(rows)
+        paper = any(r[side] is not None and finite(r[side].get("paper_top1"))
+                    for r in rows for side in ("plain", "sl"))
         head = ["Model", "n (plain, SL)", "Top-1 plain (%)", "Top-1 SL (%)", "ΔTop-1 SL (pp)",
                 *(f"{name} effect (pp)" for name in names),
                 *(["Paper plain → SL (%)"] if paper else [])]
-        rows = []
-        for _, r in summary.iterrows():
-            plain, sl = r["plain"], r["sl"]
-            cell = (lambda x, f: f(x) if x is not None else style.dash)  # noqa: E731
-            top1 = (lambda x: pct(x["top1_mean"], x["top1_std"], style)  # noqa: E731
-                    if x["status"] == "ok" else x["status"])
-            rows.append([
-                style.escape(f"{own_name('ViT', r['architecture'])} ({r['model']})"),
-                f"{cell(plain, lambda x: x['n'])}, {cell(sl, lambda x: x['n'])}",
-                cell(plain, top1), cell(sl, top1),
-                cell(sl, lambda x: gap(x["d_top1"], x["d_top1_low"], x["d_top1_high"], style)),
-                *(gap(e["top1_effect"], e["top1_low"], e["top1_high"], style)
-                  if (e := r["effects"].get(name)) is not None else style.dash
-                  for name in names),
-                *([" → ".join(f"{x['paper_top1']:.2f}" if x is not None
-                              and finite(x.get("paper_top1")) else style.dash
-                              for x in (plain, sl))] if paper else [])])
         out += [("h2", f"Across models: {dataset}, {protocol} protocol"
-                 + (f" ({setting})" if setting else "")), ("table", head, rows),
+                 + (f" ({setting})" if setting else "")),
+                ("table", head, [_across_row(r, names, paper, style) for r in rows]),
                 ("p", across_models.CAPTION + (" " + across_models.PAPER_NOTE if paper else ""))]
     return out
+
+
+def _across_row(r: dict, names: list[str], paper: bool, style: Style) -> list[str]:
+    """One model's cells in the summary; a dash where a variant or an effect is missing."""
+    plain, sl = r["plain"], r["sl"]
+
+    def top1(x) -> str:
+        return (style.dash if x is None else x["status"] if x["status"] != "ok"
+                else pct(x["top1_mean"], x["top1_std"], style))
+
+    def interval(x, value: str, stem: str) -> str:  # a gap or an effect, with its CI
+        return style.dash if x is None else gap(x[value], x[f"{stem}_low"], x[f"{stem}_high"],
+                                                style)
+
+    papers = [f"{x['paper_top1']:.2f}" if x is not None and finite(x.get("paper_top1"))
+              else style.dash for x in (plain, sl)]
+    return [style.escape(f"{own_name('ViT', r['architecture'])} ({r['model']})"),
+            ", ".join(str(x["n"]) if x is not None else style.dash for x in (plain, sl)),
+            top1(plain), top1(sl), interval(sl, "d_top1", "d_top1"),
+            *(interval(r["effects"].get(name), "top1_effect", "top1") for name in names),
+            *([" → ".join(papers)] if paper else [])]
 
 
 def md_table(head, rows) -> str:
