@@ -44,6 +44,12 @@ PIT_TESTS = tuple(f"tests/model/test_pit.py::test_{name}" for name in (
     "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
     "every_initial_parameter_is_drawn_as_the_official",
     "the_lsa_mask_removes_self_attention_in_every_stage"))
+# the T2T's checks against the official code (its fast tests)
+T2T_TESTS = tuple(f"tests/model/test_t2t.py::test_{name}" for name in (
+    "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
+    "every_initial_parameter_is_drawn_as_the_official",
+    "the_lsa_mask_removes_self_attention_in_every_attention",
+    "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone"))
 BUDGET_TEST = "tests/launchers/test_tuned_sweep.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
@@ -182,8 +188,8 @@ MUTATIONS = (
              "else -1e9", "else -1.0",
              "the diagonal mask is a small bias, not a hard mask"),
     Mutation("temperature_init", "ablation/model/attention.py",
-             "else 1.0 / math.sqrt(self.key_dim))",
-             "else 1.0 / self.key_dim)",
+             "else 1.0 / math.sqrt(self._scale_width))",
+             "else 1.0 / self._scale_width)",
              "the multiplicative temperature starts at 1/key_dim"),
     Mutation("layer_norm_epsilon", "conf/model/paper.yaml",
              "layer_norm_epsilon: 1.0e-5", "layer_norm_epsilon: 1.0e-6",
@@ -221,6 +227,52 @@ MUTATIONS = (
          "ablation/model/official_weights.py"),
         ("depth_moved", "depth: [2, 6, 4]", "depth: [2, 6, 3]",
          "3 blocks instead of 4 in PiT's last stage", "conf/model/pit.yaml"))),
+    # --- T2T (ablation/model/t2t.py unless named; tests/model/test_t2t.py)
+    *(Mutation(f"t2t_{name}", file or "ablation/model/t2t.py", old, new, what, T2T_TESTS)
+      for name, old, new, what, file in (
+        ("shift_two_pixels", "shift_and_stack(images, 1) if", "shift_and_stack(images, 2) if",
+         "with spt, the image shifted by two pixels instead of one", None),
+        ("shift_after_first_split",
+         "grid = shift_and_stack(images, 1) if self.shifted else images\n"
+         "        for block in self.token_transformers:\n"
+         "            rows, cols = (grid.shape[1] + 1) // 2, (grid.shape[2] + 1) // 2\n"
+         "            grid = ops.reshape(block(soft_split(grid), training=training),",
+         "grid = images\n"
+         "        for block in self.token_transformers:\n"
+         "            rows, cols = (grid.shape[1] + 1) // 2, (grid.shape[2] + 1) // 2\n"
+         "            split = ops.reshape(soft_split(grid), (-1, rows, cols, 9 * grid.shape[3]))\n"
+         "            if self.shifted and block is self.token_transformers[0]:\n"
+         "                split = shift_and_stack(split, 1)\n"
+         "            split = ops.reshape(split, (-1, rows * cols, split.shape[3]))\n"
+         "            grid = ops.reshape(block(split, training=training),",
+         "with spt, the shift stacks the first soft split's windows, not the image", None),
+        ("token_lsa_missed", "dict(self.attention, num_heads=1,",
+         "dict(self.attention, mask_diagonal=False, num_heads=1,",
+         "the LSA diagonal mask is missed in the token transformers", None),
+        ("token_scale_from_key_dim", "scale_dim=features)", "scale_dim=None)",
+         "the token transformers scale by key_dim, not their input width", None),
+        ("soft_split_kernel_major", "ops.stack(windows, axis=-1)", "ops.stack(windows, axis=-2)",
+         "a soft split's features window-position-major, not channel-major", None),
+        ("soft_split_pads_after", "ops.pad(grid, [[0, 0], [1, 1], [1, 1], [0, 0]])",
+         "ops.pad(grid, [[0, 0], [0, 2], [0, 2], [0, 0]])",
+         "a soft split pads after the grid only, not one each side", None),
+        ("no_normed_skip", "if self.attention.num_heads == 1 else normed",
+         "if self.attention.num_heads == 1 else 0.0",
+         "the blocks' attention without the official Attention's own skip", None),
+        ("drop_path_constant", "drop_path=drop_path * i / max(depth - 1, 1)",
+         "drop_path=drop_path", "every block's stochastic depth 0.1, not rising from 0", None),
+        ("sinusoid_swapped", "np.where(np.arange(width) % 2, np.cos(angles), np.sin(angles))",
+         "np.where(np.arange(width) % 2, np.sin(angles), np.cos(angles))",
+         "the position table's sin and cos swapped", None),
+        ("init_xavier", "normal_std=0.02)", "normal_std=None)",
+         "Linear layers xavier-normal as the ViT's, not trunc-normal 0.02", None),
+        ("spt_weights_channel_major",
+         ".reshape(len(SPT_ORDER), 3, 9)[list(SPT_ORDER)]",
+         ".reshape(3, len(SPT_ORDER), 9)[:, list(SPT_ORDER)]",
+         "official SPT weights of the first token transformer read channel-major",
+         "ablation/model/official_weights.py"),
+        ("depth_moved", "depth: 12", "depth: 11", "11 blocks instead of 12",
+         "conf/model/t2t.yaml"))),
     # --- optimizer and schedule
     Mutation("adamw_keras_epsilon", "conf/trainer/paper.yaml",
              "epsilon_form: torch", "epsilon_form: keras",

@@ -30,12 +30,14 @@ fresh model's LayerScale values.
 ``tests/model/test_pit.py``) likewise for the PiT (``--model pit``): the logits
 plain and SPT + LSA, the parameter counts, and a fresh model's parameters
 (moments of every one, a sample of those outside the transformer blocks).
+``--t2t`` writes ``tests/data/official_golden_t2t.npz`` (``tests/model/test_t2t.py``)
+the same for the T2T-ViT (``--model t2t``), its fixed ``pos_embed`` left as built.
 
 Usage, in an environment with torch, einops, pillow and numpy::
 
     git clone https://github.com/aanna0701/SPT_LSA_ViT /tmp/SPT_LSA_ViT
     python tools/official_golden.py /tmp/SPT_LSA_ViT
-    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit
+    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit, --t2t
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ import numpy as np
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
 OUT_CAIT = OUT.with_name("official_golden_cait.npz")
 OUT_PIT = OUT.with_name("official_golden_pit.npz")
+OUT_T2T = OUT.with_name("official_golden_t2t.npz")
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 LOGIT_IMAGES = 8          # the first images, fed to the official models
 INIT_SAMPLE = 2000        # values kept per parameter
@@ -177,13 +180,15 @@ def record_init(record: dict, label: str, state, sampled=lambda name: True) -> N
                    for n in names)])
 
 
-def record_logits(record: dict, label: str, model, x: np.ndarray) -> None:
+def record_logits(record: dict, label: str, model, x: np.ndarray, fixed=()) -> None:
     """``model``'s eval logits on ``x`` (NHWC) with :func:`golden_weights` (seed 1)
-    for its parameters, their names and shapes, and the weights' checksum."""
+    for its parameters but the ``fixed`` ones, their names and shapes, and the
+    weights' checksum."""
     import torch
 
     state = model.state_dict()
-    names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
+    names = [(k, tuple(v.shape)) for k, v in state.items()
+             if v.dtype.is_floating_point and k not in fixed]
     weights = golden_weights(names, seed=1)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=False)
     with torch.no_grad():
@@ -363,26 +368,41 @@ def record_cait(record: dict, images: np.ndarray) -> None:
             cait.Attention.forward = official_forward
 
 
-def record_pit(record: dict, images: np.ndarray) -> None:
+def record_official(record: dict, images: np.ndarray, model: str, sampled, fixed=()) -> None:
+    """The official ``model``'s golden record (PiT's, T2T's): its parameter counts; at
+    32 px, plain and SPT + LSA, a fresh model's parameters (a sample of the
+    ``sampled`` ones) and the logits for golden weights; the ``fixed`` entries left as built."""
     import torch
 
-    record["param_counts"] = parameter_counts("pit")
+    record["param_counts"] = parameter_counts(model)
     record["images"], record["normalised"] = images[:LOGIT_IMAGES], normalised(images)
-    x = record["normalised"]
-    for label, flag in (("pit", False), ("slpit", True)):
+    for label, flag in ((model, False), (f"sl{model}", True)):
         torch.manual_seed(0)
-        model = _create("pit", 32, 100, flag, flag)
-        # sampled: what is PiT's own (embeddings, pooling, head), not the ViT's blocks
-        record_init(record, label, model.state_dict(), lambda name: ".layers." not in name)
-        record_logits(record, label, model, x)
+        official = _create(model, 32, 100, flag, flag)
+        state = {k: v for k, v in official.state_dict().items() if k not in fixed}
+        record_init(record, label, state, sampled)
+        record_logits(record, label, official, record["normalised"], fixed)
+
+
+def record_pit(record: dict, images: np.ndarray) -> None:
+    # sampled: what is PiT's own (embeddings, pooling, head), not the ViT's blocks
+    record_official(record, images, "pit", lambda name: ".layers." not in name)
+
+
+def record_t2t(record: dict, images: np.ndarray) -> None:
+    # sampled: what is T2T's own (tokens-to-token, class token, head), not its blocks
+    record_official(record, images, "t2t", lambda name: not name.startswith("blocks."),
+                    fixed=("pos_embed",))
 
 
 def main_official(repo: str, which: str) -> None:
-    """``--cait`` or ``--pit``: that model's golden file."""
+    """``--cait``, ``--pit`` or ``--t2t``: that model's golden file."""
     sys.path.insert(0, repo)
     _timm_stand_in()
-    record, out = {}, {"--cait": OUT_CAIT, "--pit": OUT_PIT}[which]
-    (record_cait if which == "--cait" else record_pit)(record, golden_images())
+    record = {}
+    out, recorder = {"--cait": (OUT_CAIT, record_cait), "--pit": (OUT_PIT, record_pit),
+                     "--t2t": (OUT_T2T, record_t2t)}[which]
+    recorder(record, golden_images())
     np.savez_compressed(out, **record)
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
@@ -408,7 +428,7 @@ def main(repo: str) -> None:
 
 
 if __name__ == "__main__":
-    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit")]
+    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit", "--t2t")]
     arguments = [a for a in sys.argv[1:] if a not in flags]
     repository = arguments[0] if arguments else "/tmp/SPT_LSA_ViT"
     if flags:

@@ -79,12 +79,17 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
       write -1e-9 on the diagonal of the scaled logits before the head
       mixing, as the official CaiT does: the self-logit becomes about zero,
       which removes nothing. For reproducing the official numbers only.
+
+    The official T2T's attention: ``output_dim`` projects the output to that
+    width instead of the tokens' (its token transformers narrow the tokens);
+    ``scale_dim`` takes the scale (and the multiplicative temperature's start)
+    from that width instead of ``key_dim`` (there, the tokens' width per head).
     """
 
     TEMPERATURE_FORMS = ("divide", "multiply")
     CONFIG = ("num_heads", "key_dim", "dropout", "mask_diagonal", "learnable_temperature",
               "temperature_per_head", "temperature_form", "qkv_bias", "talking_heads",
-              "official_cait_mask")
+              "official_cait_mask", "output_dim", "scale_dim")
 
     def __init__(
         self,
@@ -98,6 +103,8 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         qkv_bias: bool = True,
         talking_heads: bool = False,
         official_cait_mask: bool = False,
+        output_dim: int | None = None,
+        scale_dim: int | None = None,
         **kwargs,
     ):
         # Models saved while the route was a choice carry ``attention_kernel``;
@@ -117,6 +124,9 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         self.qkv_bias = bool(qkv_bias)
         self.talking_heads = bool(talking_heads)
         self.official_cait_mask = bool(official_cait_mask)
+        self.output_dim = None if output_dim is None else int(output_dim)
+        self.scale_dim = None if scale_dim is None else int(scale_dim)
+        self._scale_width = self.scale_dim or self.key_dim
         inner = self.num_heads * self.key_dim
         self.query = layers.Dense(inner, use_bias=self.qkv_bias, name="query")
         self.key = layers.Dense(inner, use_bias=self.qkv_bias, name="key")
@@ -128,12 +138,12 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         dim = input_shape[-1]
         for dense in (self.query, self.key, self.value):
             dense.build(input_shape)
-        self.output_dense = layers.Dense(dim, name="output")
+        self.output_dense = layers.Dense(self.output_dim or dim, name="output")
         self.output_dense.build((None, None, self.num_heads * self.key_dim))
         if self.learnable_temperature:
             shape = (self.num_heads,) if self.temperature_per_head else ()
-            initial = (math.sqrt(self.key_dim) if self.temperature_form == "divide"
-                       else 1.0 / math.sqrt(self.key_dim))
+            initial = (math.sqrt(self._scale_width) if self.temperature_form == "divide"
+                       else 1.0 / math.sqrt(self._scale_width))
             self.temperature = self.add_weight(
                 shape=shape,
                 initializer=keras.initializers.Constant(initial),
@@ -155,7 +165,7 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
     def _scaled(self, x):
         """``x`` (heads on axis 1) times the logits' scale, fixed or learned."""
         if self.temperature is None:
-            return x * (1.0 / math.sqrt(self.key_dim))
+            return x * (1.0 / math.sqrt(self._scale_width))
         temperature = ops.cast(self.temperature, x.dtype)
         if self.temperature_per_head:
             temperature = ops.reshape(temperature, (1, self.num_heads, 1, 1))
@@ -224,13 +234,13 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
     def folds_projections(self, dim: int) -> bool:
         """Whether training uses :meth:`folded_call` for tokens of width ``dim``:
         the folded weights (dim x dim per head) are cheaper only when a head is
-        at least as wide as a token."""
-        return self.key_dim >= dim
+        at least as wide as a token (and the output as the input)."""
+        return self.key_dim >= dim and self.output_dim in (None, dim)
 
     def logit_scale(self):
         """The factor on q.k: 1/sqrt(key_dim), 1/T or s; shape () or (heads,)."""
         if self.temperature is None:
-            return ops.convert_to_tensor(1.0 / math.sqrt(self.key_dim), "float32")
+            return ops.convert_to_tensor(1.0 / math.sqrt(self._scale_width), "float32")
         temperature = ops.cast(self.temperature, "float32")
         return 1.0 / temperature if self.temperature_form == "divide" else temperature
 
@@ -251,4 +261,4 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         return self.mix(weights, tokens, context)
 
     def compute_output_shape(self, input_shape):
-        return input_shape
+        return tuple(input_shape[:-1]) + (self.output_dim or input_shape[-1],)

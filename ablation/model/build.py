@@ -12,9 +12,10 @@ from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import switches
 from ablation.model.cait import build_cait
 from ablation.model.pit import build_pit
+from ablation.model.t2t import build_t2t
 from ablation.model.vit import build_vit
 
-BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_cait, build_pit), strict=True))
+BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_cait, build_pit, build_t2t), strict=True))
 # Model keys that one architecture alone reads: a preset of another holds them as null.
 OWN_KEYS = {"cait": ("class_depth", "official_cait_mask")}
 

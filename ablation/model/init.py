@@ -9,6 +9,8 @@
   its talking-heads matrices standard normal. The official PiT's convolutions
   take torch's fans (the kernel's positions count): its plain patch embedding
   (``patch_kernel``: the kernel's side) and its depthwise pooling convolution.
+  The official T2T draws every Linear and its class token normal with
+  ``normal_std`` (timm's ``trunc_normal_``, cut at +-2: far in the tails).
 - ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
   kernels, zero biases), and the position embedding as its ``Embedding``
   layer's, uniform in +-0.05.
@@ -31,10 +33,15 @@ def _xavier_normal(rng: np.random.Generator, shape, fan_in: int, fan_out: int) -
 
 
 def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
-                   qkv_fused=(3, 3, 3), patch_kernel: int = 1):
+                   qkv_fused=(3, 3, 3), patch_kernel: int = 1, normal_std: float | None = None):
     """The initial value of the weight at ``path`` (None: keep the layer's own);
     ``qkv_fused``: how many of q, k, v the official Linear holding each of them fuses;
-    ``patch_kernel``: the side of the official patch embedding's convolution (1: a Linear)."""
+    ``patch_kernel``: the side of the official patch embedding's convolution (1: a Linear);
+    ``normal_std``: every Linear and the class token normal with this spread (T2T)."""
+    if scheme == "official" and normal_std is not None:
+        if path.endswith("class_token/token") or (path.endswith("/kernel") and len(shape) == 2):
+            return rng.normal(0.0, normal_std, shape)
+        return None
     if scheme == "official":
         if path.endswith(("class_token/token", "position_embedding/embedding",
                           "attention/pre_softmax_mixing", "attention/post_softmax_mixing")):
@@ -55,7 +62,8 @@ def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
 
 
 def initialise(model, scheme: str = "keras", seed: int | None = None,
-               qkv_fused=(3, 3, 3), patch_kernel: int = 1) -> None:
+               qkv_fused=(3, 3, 3), patch_kernel: int = 1,
+               normal_std: float | None = None) -> None:
     """Re-draw ``model``'s weights as ``scheme`` describes (see the module's note)."""
     if scheme not in INITIALISATIONS:
         raise ValueError(f"model.init={scheme!r} is not one of {', '.join(INITIALISATIONS)}")
@@ -64,6 +72,6 @@ def initialise(model, scheme: str = "keras", seed: int | None = None,
     rng = np.random.default_rng(None if seed is None else [int(seed), 0x1D17])
     for variable in model.weights:
         value = initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused,
-                               patch_kernel)
+                               patch_kernel, normal_std)
         if value is not None:
             variable.assign(value.astype(variable.dtype))

@@ -1,4 +1,4 @@
-"""Official weights in ``model=paper``, ``cait`` or ``pit``: an ``SPT_LSA_ViT`` state dict, loaded.
+"""An official ``SPT_LSA_ViT`` state dict loaded into ``model=paper``, ``cait``, ``pit``, ``t2t``.
 
 The official ViT (aanna0701/SPT_LSA_ViT, ``models/vit.py``) and ``model=paper``
 compute the same function with differently laid out weights:
@@ -28,12 +28,19 @@ with SPT ``class_linear`` and ``merging`` as the patch embedding's. Its plain
 patch embedding is a Conv2d (dim, 3, p, p): the Linear over (row, column,
 channel) patch features it equals.
 
+The official T2T (``models/t2t.py``) too (:func:`t2t_weights`): its blocks
+(``blocks.<i>``) and token transformers (``tokens_to_token.attention<j>``, here
+``token_transformer_<j-1>``) named as the ViT's blocks; with SPT the first
+one's input features in this order of the shifted copies. Its fixed sinusoid
+``pos_embed`` is no weight here.
+
 The official model is fed ``Normalize``-d tensors; ``model=paper`` normalises
 inside the model, so with the official constants (``augmentation=paper``) it
 takes raw pixels and gives the official logits.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import keras
@@ -43,7 +50,7 @@ from ablation.model.vit import attention_layers
 
 # Project copy g of the shifted stack is official copy SPT_ORDER[g].
 SPT_ORDER = (0, 4, 2, 3, 1)
-_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper, cait or pit"
+_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper, cait, pit or t2t"
 
 
 def _array(key, value) -> np.ndarray:
@@ -127,13 +134,16 @@ def _shifted(official: Mapping, prefix: str, layer: str, channels: int = 3
 def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
     """The official ``state_dict``'s values (or the official checkpoint's) under
     ``model=paper``'s weight paths (a CaiT's under ``model=cait``'s:
-    :func:`cait_weights`, a PiT's under ``model=pit``'s: :func:`pit_weights`);
+    :func:`cait_weights`, a PiT's under ``model=pit``'s: :func:`pit_weights`, a
+    T2T's under ``model=t2t``'s: :func:`t2t_weights`);
     ValueError for anything that is not one."""
     official = _Official(_state(state))
     if any(k.startswith("patch_transformer.") for k in official):
         return cait_weights(official)
     if any(k.startswith("layers.") for k in official):
         return pit_weights(official)
+    if any(k.startswith("tokens_to_token.") for k in official):
+        return t2t_weights(official)
     w = _common(official, "to_patch_embedding.")
     for i in range(_depth(official)):
         w.update(_block(official, f"transformer.layers.{i}.", f"block_{i}/"))
@@ -228,9 +238,47 @@ def _pool(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
             k + "pointwise/bias": official[conv + "1.bias"]}
 
 
+# The official T2T's block parts as the official ViT's blocks name them (for :func:`_block`)
+T2T_PARTS = {"norm1.": "0.norm.", "attn.qkv.": "0.fn.to_qkv.", "attn.proj.": "0.fn.to_out.0.",
+             "attn.scale": "0.fn.scale", "norm2.": "1.norm.", "mlp.fc1.": "1.fn.net.0.",
+             "mlp.fc2.": "1.fn.net.3."}
+
+
+def t2t_weights(official: Mapping) -> dict[str, np.ndarray]:
+    """An official T2T's state dict (arrays) under ``model=t2t``'s weight paths."""
+    official, renamed = _Official(official), _Official()
+    for name, value in official.items():
+        name = re.sub(r"^blocks\.", "transformer.layers.", name)
+        name = re.sub(r"^tokens_to_token\.attention(\d+)\.",   # numbered from 1 there
+                      lambda m: f"tokens_to_token.layers.{int(m[1]) - 1}.", name)
+        for part, vit in T2T_PARTS.items():
+            name = name.replace(f".{part}", f".{vit}")
+        renamed[name] = value
+    t = "tokens_to_token."
+    w = {"class_token/token": official["cls_token"],
+         "final_norm/gamma": official["norm.weight"], "final_norm/beta": official["norm.bias"],
+         "logits/kernel": official["head.weight"].T, "logits/bias": official["head.bias"],
+         "patch_tokenizer/norm/gamma": official[t + "norm.weight"],
+         "patch_tokenizer/norm/beta": official[t + "norm.bias"],
+         "patch_tokenizer/projection/kernel": official[t + "project.weight"].T,
+         "patch_tokenizer/projection/bias": official[t + "project.bias"]}
+    for i in range(_depth(renamed)):
+        w.update(_block(renamed, f"transformer.layers.{i}.", f"block_{i}/"))
+    for j in range(_depth(renamed, "tokens_to_token")):
+        w.update(_block(renamed, f"{t}layers.{j}.", f"patch_tokenizer/token_transformer_{j}/"))
+    first = "patch_tokenizer/token_transformer_0/"
+    features = len(w[first + "attention_norm/gamma"])
+    if features == 9 * 3 * len(SPT_ORDER):   # SPT: (copy, channel, window position)
+        order = np.arange(features).reshape(len(SPT_ORDER), 3, 9)[list(SPT_ORDER)].reshape(-1)
+        for part in ("attention_norm/gamma", "attention_norm/beta", "attention/query/kernel",
+                     "attention/key/kernel", "attention/value/kernel"):
+            w[first + part] = w[first + part][order]
+    return w
+
+
 def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
-    """Copy an official ``SPT_LSA_ViT`` ViT, CaiT or PiT state dict into ``model``
-    (``model=paper``, ``cait`` or ``pit`` with matching switches, classes and sizes);
+    """Copy an official ``SPT_LSA_ViT`` ViT, CaiT, PiT or T2T state dict into ``model``
+    (``model=paper``, ``cait``, ``pit`` or ``t2t`` with matching switches, classes and sizes);
     every trainable weight is set.
     ``state`` may be the official checkpoint itself (its ``model_state_dict``).
 

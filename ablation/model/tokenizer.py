@@ -18,6 +18,18 @@ SHIFTS = {
 }
 
 
+def shift_and_stack(images, shift: int):
+    """(batch, H, W, C) images and their four copies shifted diagonally by ``shift``
+    pixels (:data:`SHIFTS`, zero padded), stacked on channels: (batch, H, W, 5 C)."""
+    height, width = images.shape[1], images.shape[2]
+    padded = ops.pad(images, [[0, 0], [shift, shift], [shift, shift], [0, 0]])
+    views = [images]
+    for dy, dx in SHIFTS.values():
+        top, left = shift + dy * shift, shift + dx * shift
+        views.append(padded[:, top : top + height, left : left + width, :])
+    return ops.concatenate(views, axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="ablation")
 class PatchTokenizer(Configured, layers.Layer):
     """Cut an image into non-overlapping patches and project each to a token.
@@ -56,14 +68,7 @@ class PatchTokenizer(Configured, layers.Layer):
 
     def shift_and_stack(self, images):
         """The image and its four half-patch diagonal shifts, on channels."""
-        half = self.patch_size // 2
-        height, width = images.shape[1], images.shape[2]
-        padded = ops.pad(images, [[0, 0], [half, half], [half, half], [0, 0]])
-        views = [images]
-        for dy, dx in SHIFTS.values():
-            top, left = half + dy * half, half + dx * half
-            views.append(padded[:, top : top + height, left : left + width, :])
-        return ops.concatenate(views, axis=-1)
+        return shift_and_stack(images, self.patch_size // 2)
 
     def patchify(self, images):
         """(batch, H, W, C) -> (batch, patches, p*p*C), rows then columns, each patch

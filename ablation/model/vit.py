@@ -97,19 +97,21 @@ def build_vit(
 
 
 def embedded_patches(input_shape, image_size, patch_size, dim, spt, class_token,
-                     embedding_dropout, epsilon, augmentation, normalization, seed):
+                     embedding_dropout, epsilon, augmentation, normalization, seed,
+                     tokenizer=None, positions=None):
     """(the model's input, its tokens): the images augmented and normalised
     (:func:`ablation.augment.build_augmentation`), cut into patch tokens
     (``spt``: Shifted Patch Tokenization), a class token first if ``class_token``,
-    a position embedding added, then dropout at ``embedding_dropout``."""
+    a position embedding added, then dropout at ``embedding_dropout``;
+    ``tokenizer`` and ``positions``: layers in their place (T2T's)."""
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x = build_augmentation(image_size, normalization, seed=seed,
                            input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
-    tokens = PatchTokenizer(patch_size, dim, shifted=spt, epsilon=epsilon,
-                            name="patch_tokenizer")(x)
+    tokens = (tokenizer or PatchTokenizer(patch_size, dim, shifted=spt, epsilon=epsilon,
+                                          name="patch_tokenizer"))(x)
     if class_token:
         tokens = ClassToken(name="class_token")(tokens)
-    tokens = PositionEmbedding(name="position_embedding")(tokens)
+    tokens = (positions or PositionEmbedding(name="position_embedding"))(tokens)
     if embedding_dropout:
         tokens = FastDropout(embedding_dropout, name="embedding_dropout")(tokens)
     return inputs, tokens

@@ -53,13 +53,25 @@ def shorten(text: str, width: int) -> str:
     return text[:width - 3].rstrip() + "..."
 
 
+SMALL = "_tiny"  # a preset's small copy (model=cait_tiny): named on its preset's line
+
+
 def preset_lines(*groups: str) -> str:
     """``  group=name   summary`` for every option of ``groups``, one line each, in
-    the order given (option names sorted), for the help page."""
+    the order given (option names sorted), a preset's small copy on its line
+    (``model=cait, cait_tiny``), for the help page."""
     folder = conf_dir()
-    entries = [(f"{group}={path.stem}", header_summary(path))
-               for group in groups for path in sorted((folder / group).glob("*.yaml"))]
-    longest = max(len(f"{group.parent.name}={group.stem}") for group in folder.glob("*/*.yaml"))
+    entries = []
+    for group in groups:
+        stems = sorted(path.stem for path in (folder / group).glob("*.yaml"))
+        for stem in stems:
+            if stem.endswith(SMALL) and stem.removesuffix(SMALL) in stems:
+                continue
+            small = f", {stem}{SMALL}" if f"{stem}{SMALL}" in stems else ""
+            entries.append((f"{group}={stem}{small}",
+                            header_summary(folder / group / f"{stem}.yaml")))
+    longest = max(*(len(name) for name, _ in entries),  # one column for every group's lines
+                  *(len(f"{path.parent.name}={path.stem}") for path in folder.glob("*/*.yaml")))
     column = 2 + longest + 2  # one column for every group's lines
     lines = [f"  {name:<{column - 4}}  {shorten(summary, WIDTH - column)}".rstrip()
              for name, summary in entries]

@@ -1,14 +1,18 @@
 """What the golden tests of every architecture share: the official weights a golden
 file was recorded with, a model's logits on its images, which of a model's values
-stand for each official parameter, and a smoke-size training through the command."""
+stand for each official parameter, the checks of logits, initial laws and a save and
+load against the official, and a smoke-size training through the command."""
 import json
 import sys
 
 import keras
 import numpy as np
 import pytest
+from scipy import stats
 
-from ablation.model.official_weights import keras_weights
+from ablation.model import load_model
+from ablation.model.official_weights import keras_weights, load_official_weights
+from ablation.model.saved import save_trained
 from tests.helpers.commands import run_cli, smoke_overrides
 from tests.helpers.paths import ROOT
 
@@ -44,6 +48,49 @@ def official_counterparts(model, names_shapes) -> dict:
         index = int(np.unique(tag).item())
         out.setdefault(names_shapes[index][0], []).append(values[path].reshape(-1))
     return {name: np.concatenate(parts) for name, parts in out.items()}
+
+
+def assert_official_logits(model, label: str, golden) -> None:
+    """``model`` with the golden weights ``label`` gives the official eval logits (to
+    1e-5 of their scale) and classes."""
+    logits = logits_of(load_official_weights(model, official_weights(label, golden)), golden)
+    expected = golden[f"{label}_logits"]
+    assert np.abs(logits - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+    assert (logits.argmax(axis=1) == expected.argmax(axis=1)).all()
+
+
+def initial_law_errors(model, label: str, golden) -> list[str]:
+    """Where a fresh ``model`` is not drawn as the official one recorded under ``label``:
+    every official parameter's counterpart needs its mean and spread (constants
+    exactly), and those the golden file samples their law too."""
+    names = json.loads(str(golden[f"{label}_init_names"]))
+    shapes = [(n, tuple(s)) for n, s in json.loads(str(golden[f"{label}_names"]))]
+    ours = official_counterparts(model, shapes)
+    assert set(ours) == set(names)
+    wrong = []
+    for name, (mean, std), sample in zip(names, golden[f"{label}_init_moments"],
+                                         golden[f"{label}_init_samples"]):
+        mine, sample = ours[name], sample[~np.isnan(sample)]
+        if std == 0:   # LayerNorm, biases, the temperature
+            wrong += [] if np.allclose(mine, mean, rtol=1e-6, atol=0) else [f"{name}: constant"]
+            continue
+        checks = {"mean": abs(mine.mean() - mean) <= 5 * std * np.sqrt(2 / len(mine)),
+                  "std": abs(mine.std() / std - 1) <= 5 / np.sqrt(len(mine)),
+                  "law": not len(sample) or stats.ks_2samp(mine, sample).pvalue > P_FLOOR}
+        wrong += [f"{name}: {check} (ours {mine.mean():.4g} +- {mine.std():.4g}, official "
+                  f"{mean:.4g} +- {std:.4g})" for check, ok in checks.items() if not ok]
+    return wrong
+
+
+def assert_saves_and_loads(model, folder, x) -> None:
+    """``model``, saved into job folder ``folder`` as a job saves it and loaded back,
+    gives the same outputs on ``x``."""
+    folder.mkdir()
+    save_trained(model, folder / "model.keras")
+    loaded = load_model(folder, compile=False)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x, training=False)),
+                               keras.ops.convert_to_numpy(model(x, training=False)),
+                               rtol=1e-5, atol=1e-6)
 
 
 def smoke_trains(tmp_path, model: str, *small: str) -> None:

@@ -2,21 +2,17 @@
 ``tools/official_golden.py --pit`` into tests/data/official_golden_pit.npz: parameter
 counts for every spt/lsa combination at 32 and 64 px, the logits for fixed weights
 (plain, SPT + LSA), and a fresh model's parameters (the laws they are drawn from)."""
-import json
-
 import keras
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
-from scipy import stats
 
-from ablation.model import build_model, load_model
+from ablation.model import build_model
 from ablation.model.build import model_arguments
-from ablation.model.official_weights import load_official_weights
-from ablation.model.saved import save_trained
 from tests.helpers.config import compose
+from tests.helpers.golden import (assert_official_logits, assert_saves_and_loads,
+                                  initial_law_errors, smoke_trains)
 from tests.helpers.paths import ROOT
-from tests.helpers.golden import P_FLOOR, logits_of, official_counterparts, official_weights, smoke_trains
 
 GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_pit.npz")
 # the official create_model's two sizes: CIFAR (32 px, patch 2), Tiny-ImageNet (64 px, patch 4)
@@ -53,32 +49,14 @@ def test_parameter_counts_are_the_official_ones(row):
 @pytest.mark.jax_backend
 @pytest.mark.parametrize("label, switches", [("pit", False), ("slpit", True)])
 def test_official_weights_give_the_official_logits(label, switches):
-    model = load_official_weights(pit(switches, switches), official_weights(label, GOLDEN))
-    logits, expected = logits_of(model, GOLDEN), GOLDEN[f"{label}_logits"]
-    assert np.abs(logits - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
-    assert (logits.argmax(axis=1) == expected.argmax(axis=1)).all()
+    assert_official_logits(pit(switches, switches), label, GOLDEN)
 
 
 @pytest.mark.parametrize("label, switches", [("pit", False), ("slpit", True)])
 def test_every_initial_parameter_is_drawn_as_the_official(label, switches):
     """Every official parameter's counterpart has its mean and spread (constants
     exactly); those outside the blocks (embeddings, pooling, head) its law too."""
-    names = json.loads(str(GOLDEN[f"{label}_init_names"]))
-    shapes = [(n, tuple(s)) for n, s in json.loads(str(GOLDEN[f"{label}_names"]))]
-    ours = official_counterparts(pit(switches, switches), shapes)
-    assert set(ours) == set(names)
-    wrong = []
-    for name, (mean, std), sample in zip(names, GOLDEN[f"{label}_init_moments"],
-                                         GOLDEN[f"{label}_init_samples"]):
-        mine, sample = ours[name], sample[~np.isnan(sample)]
-        if std == 0:   # LayerNorm, biases, the temperature
-            wrong += [] if np.allclose(mine, mean, rtol=1e-6, atol=0) else [f"{name}: constant"]
-            continue
-        checks = {"mean": abs(mine.mean() - mean) <= 5 * std * np.sqrt(2 / len(mine)),
-                  "std": abs(mine.std() / std - 1) <= 5 / np.sqrt(len(mine)),
-                  "law": not len(sample) or stats.ks_2samp(mine, sample).pvalue > P_FLOOR}
-        wrong += [f"{name}: {check} (ours {mine.mean():.4g} +- {mine.std():.4g}, official "
-                  f"{mean:.4g} +- {std:.4g})" for check, ok in checks.items() if not ok]
+    wrong = initial_law_errors(pit(switches, switches), label, GOLDEN)
     assert not wrong, "\n".join(wrong)
 
 
@@ -101,13 +79,7 @@ def test_the_lsa_mask_removes_self_attention_in_every_stage():
 def test_a_trained_pit_saves_and_loads_with_the_same_outputs(tmp_path):
     x = np.random.default_rng(1).uniform(0, 255, (3, 16, 16, 3)).astype("float32")
     for spt in (False, True):   # both poolings
-        model, folder = tiny_pit(spt, True), tmp_path / f"spt_{spt}"
-        folder.mkdir()
-        save_trained(model, folder / "model.keras")
-        loaded = load_model(folder, compile=False)
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x, training=False)),
-                                   keras.ops.convert_to_numpy(model(x, training=False)),
-                                   rtol=1e-5, atol=1e-6)
+        assert_saves_and_loads(tiny_pit(spt, True), tmp_path / f"spt_{spt}", x)
 
 
 def test_depth_is_a_list_of_stages_for_pit_only():

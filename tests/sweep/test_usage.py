@@ -37,14 +37,22 @@ def test_the_help_page_leads_with_usage_then_the_three_commands(help_page):
 def test_the_help_page_names_every_preset_with_its_own_description(help_page):
     """Every option of the experiment, model, trainer and dataset groups, with the
     first words of its file's header comment: a new preset cannot be left out."""
+    from ablation.sweep.usage import SMALL
+
     for group in ("experiment", "model", "trainer", "dataset"):
+        stems = {path.stem for path in (CONF / group).glob("*.yaml")}
         for path in sorted((CONF / group).glob("*.yaml")):
+            small = path.stem.endswith(SMALL) and path.stem.removesuffix(SMALL) in stems
+            first = f"{group}={path.stem.removesuffix(SMALL) if small else path.stem}"
             line = next((line for line in help_page.splitlines()
-                         if line.split()[:1] == [f"{group}={path.stem}"]), None)
+                         if line.split()[:1] in ([first], [first + ","])), None)
             assert line is not None, f"{group}={path.stem} is not on the help page"
             header = next(text for text in path.read_text().splitlines()
                           if text.startswith("#") and "@package" not in text)
-            description = line.split(None, 1)[1]
+            if small:  # a small copy: named on its preset's line, and says what it is
+                assert f" {path.stem} " in line + " " and "tiny" in header, (line, header)
+                continue
+            description = line.split("  ", 2)[-1].strip()
             assert header.lstrip("# ").startswith(description[:20]), (line, header)
     for group in ("augmentation", "diagnostics", "gpu", "wandb"):
         assert group in help_page
