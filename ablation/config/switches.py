@@ -50,6 +50,7 @@ NAMED_VARIANTS: dict[frozenset, str] = {
     frozenset({"spt", "lsa", "learnable_temperature"}): "SL-ViT",
 }
 BASELINE_LABEL = NAMED_VARIANTS[frozenset()]
+SL_LABEL = NAMED_VARIANTS[frozenset({"spt", "lsa", "learnable_temperature"})]  # the paper's "SL-"
 
 
 def card_sweep() -> list[str]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ablation.config.choices import ARCHITECTURES
-from ablation.config.switches import BASELINE_LABEL, NAMED_VARIANTS, SWITCHES
+from ablation.config.switches import BASELINE_LABEL, SL_LABEL
 from ablation.report.tables import BLOCK
 
-SL_LABEL = NAMED_VARIANTS[frozenset(SWITCHES)]
 GROUP = [key for key in BLOCK if key != "model"]
 CAPTION = ("Each model against its own plain variant, never another model's: top-1 mean "
            "± sd over seeds; Δ SL paired by seed within the model [95 % t-interval, "
