@@ -29,13 +29,15 @@ fresh model's LayerScale values.
 ``--pit`` writes ``tests/data/official_golden_pit.npz`` (read by
 ``tests/model/test_pit.py``) likewise for the PiT (``--model pit``): the logits
 plain and SPT + LSA, the parameter counts, and a fresh model's parameters
-(moments of every one, a sample of those outside the transformer blocks).
+(moments of every one, a sample of those outside the transformer blocks);
+``--swin`` ``tests/data/official_golden_swin.npz`` for the Swin (``--model swin``,
+read by ``tests/model/test_swin.py``), the first block sampled too.
 
 Usage, in an environment with torch, einops, pillow and numpy::
 
     git clone https://github.com/aanna0701/SPT_LSA_ViT /tmp/SPT_LSA_ViT
     python tools/official_golden.py /tmp/SPT_LSA_ViT
-    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit
+    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit, --swin
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ import numpy as np
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
 OUT_CAIT = OUT.with_name("official_golden_cait.npz")
 OUT_PIT = OUT.with_name("official_golden_pit.npz")
+OUT_SWIN = OUT.with_name("official_golden_swin.npz")
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 LOGIT_IMAGES = 8          # the first images, fed to the official models
 INIT_SAMPLE = 2000        # values kept per parameter
@@ -179,11 +182,12 @@ def record_init(record: dict, label: str, state, sampled=lambda name: True) -> N
 
 def record_logits(record: dict, label: str, model, x: np.ndarray) -> None:
     """``model``'s eval logits on ``x`` (NHWC) with :func:`golden_weights` (seed 1)
-    for its parameters, their names and shapes, and the weights' checksum."""
+    for its parameters (not its buffers: Swin's constant masks), their names and
+    shapes, and the weights' checksum."""
     import torch
 
-    state = model.state_dict()
-    names = [(k, tuple(v.shape)) for k, v in state.items() if v.dtype.is_floating_point]
+    parameters = dict(model.named_parameters())
+    names = [(k, tuple(v.shape)) for k, v in model.state_dict().items() if k in parameters]
     weights = golden_weights(names, seed=1)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=False)
     with torch.no_grad():
@@ -363,26 +367,40 @@ def record_cait(record: dict, images: np.ndarray) -> None:
             cait.Attention.forward = official_forward
 
 
-def record_pit(record: dict, images: np.ndarray) -> None:
+def record_staged(record: dict, images: np.ndarray, model: str, sampled) -> None:
+    """The official PiT's or Swin's (``model``) parameter counts, a fresh model's
+    parameters (:func:`record_init`: a sample of each ``sampled`` one) and the
+    logits, plain (label ``model``) and SPT + LSA (``sl<model>``)."""
     import torch
 
-    record["param_counts"] = parameter_counts("pit")
+    record["param_counts"] = parameter_counts(model)
     record["images"], record["normalised"] = images[:LOGIT_IMAGES], normalised(images)
-    x = record["normalised"]
-    for label, flag in (("pit", False), ("slpit", True)):
+    for label, flag in ((model, False), (f"sl{model}", True)):
         torch.manual_seed(0)
-        model = _create("pit", 32, 100, flag, flag)
-        # sampled: what is PiT's own (embeddings, pooling, head), not the ViT's blocks
-        record_init(record, label, model.state_dict(), lambda name: ".layers." not in name)
-        record_logits(record, label, model, x)
+        official = _create(model, 32, 100, flag, flag)
+        record_init(record, label, {k: v.detach() for k, v in official.named_parameters()},
+                    sampled)
+        record_logits(record, label, official, record["normalised"])
+
+
+# the staged models' records: a sample of what is their own (embeddings, pooling or
+# merging, head), not of every block's ViT layers (Swin's first block whole)
+STAGED = {"--pit": (OUT_PIT, "pit", lambda name: ".layers." not in name),
+          "--swin": (OUT_SWIN, "swin", lambda name: ".blocks." not in name
+                     or name.startswith("layers.0.blocks.0."))}
 
 
 def main_official(repo: str, which: str) -> None:
-    """``--cait`` or ``--pit``: that model's golden file."""
+    """``--cait``, ``--pit`` or ``--swin``: that model's golden file."""
     sys.path.insert(0, repo)
     _timm_stand_in()
-    record, out = {}, {"--cait": OUT_CAIT, "--pit": OUT_PIT}[which]
-    (record_cait if which == "--cait" else record_pit)(record, golden_images())
+    record, images = {}, golden_images()
+    if which == "--cait":
+        out = OUT_CAIT
+        record_cait(record, images)
+    else:
+        out, model, sampled = STAGED[which]
+        record_staged(record, images, model, sampled)
     np.savez_compressed(out, **record)
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
@@ -408,7 +426,7 @@ def main(repo: str) -> None:
 
 
 if __name__ == "__main__":
-    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit")]
+    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit", "--swin")]
     arguments = [a for a in sys.argv[1:] if a not in flags]
     repository = arguments[0] if arguments else "/tmp/SPT_LSA_ViT"
     if flags:

@@ -21,7 +21,8 @@ CASES = {
                         "dataset=imagenet22k is unknown: the dataset options are cifar10, "
                         "cifar100, digits, fashion_mnist, image_folder, mnist"),
     "unknown model": (["model=huge"],
-                      "model=huge is unknown: the model options are cait, keras_io, paper, pit, tiny"),
+                      "model=huge is unknown: the model options are cait, keras_io, paper, pit, "
+                      "swin, tiny"),
     "unknown experiment": (["experiment=nope"],
                            "experiment=nope is unknown: the experiment options are "),
     "name escapes results_dir": (["name=../../etc"], "name='../../etc' cannot name a folder "
