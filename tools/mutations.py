@@ -39,17 +39,21 @@ TESTS = ("tests/test_pairing.py", "tests/test_paper_constants.py", "tests/test_g
          "tests/model/test_layers.py", "tests/model/test_vit.py")
 COPIED = ("ablation", "conf", "hydra_plugins", "tests", "tools", "pyproject.toml",
           "run_sweep.py")
-# the PiT's checks against the official code (its fast tests)
-PIT_TESTS = tuple(f"tests/model/test_pit.py::test_{name}" for name in (
-    "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
-    "every_initial_parameter_is_drawn_as_the_official",
-    "the_lsa_mask_removes_self_attention_in_every_stage"))
-# the T2T's checks against the official code (its fast tests)
-T2T_TESTS = tuple(f"tests/model/test_t2t.py::test_{name}" for name in (
-    "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
-    "every_initial_parameter_is_drawn_as_the_official",
-    "the_lsa_mask_removes_self_attention_in_every_attention",
-    "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone"))
+
+
+def _official_checks(model: str, *own: str) -> tuple[str, ...]:
+    """A model's checks against the official code (its fast tests), ``own`` its own."""
+    return tuple(f"tests/model/test_{model}.py::test_{name}" for name in (
+        "parameter_counts_are_the_official_ones", "official_weights_give_the_official_logits",
+        "every_initial_parameter_is_drawn_as_the_official", *own))
+
+
+PIT_TESTS = _official_checks("pit", "the_lsa_mask_removes_self_attention_in_every_stage")
+SWIN_TESTS = _official_checks("swin", "the_lsa_mask_removes_each_windows_diagonal_in_every_stage",
+                              "stochastic_depth_rises_linearly_over_the_blocks")
+T2T_TESTS = _official_checks(
+    "t2t", "the_lsa_mask_removes_self_attention_in_every_attention",
+    "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone")
 BUDGET_TEST = "tests/launchers/test_tuned_sweep.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
@@ -273,6 +277,50 @@ MUTATIONS = (
          "ablation/model/official_weights.py"),
         ("depth_moved", "depth: 12", "depth: 11", "11 blocks instead of 12",
          "conf/model/t2t.yaml"))),
+    # --- Swin (ablation/model/swin.py unless named; tests/model/test_swin.py)
+    *(Mutation(f"swin_{name}", file or "ablation/model/swin.py", old, new, what, SWIN_TESTS)
+      for name, old, new, what, file in (
+        ("window_diagonal_first_stage_only", "dict(attention, num_heads=num_heads << stage)",
+         "dict(attention, num_heads=num_heads << stage, mask_diagonal=lsa and not stage)",
+         "the LSA diagonal mask is missed in the windows after the first merging", None),
+        ("merging_without_spt", 'name=f"merge_{stage}") if spt else',
+         'name=f"merge_{stage}") if False else',
+         "with spt, every merging stays the plain one (SPT on the patches only)", None),
+        ("spt_first_merging_only", 'name=f"merge_{stage}") if spt else',
+         'name=f"merge_{stage}") if spt and stage == 1 else',
+         "with spt, SPT replaces the first merging only", None),
+        ("odd_blocks_not_rolled", "window // 2 if i % 2 and side > window_size else 0",
+         "0", "no block attends on the rolled grid", None),
+        ("even_blocks_rolled", "window // 2 if i % 2 and side > window_size else 0",
+         "window // 2 if i % 2 == 0 and side > window_size else 0",
+         "the even blocks of a stage roll the grid, not the odd ones", None),
+        ("one_window_grid_rolled", "window // 2 if i % 2 and side > window_size else 0",
+         "window // 2 if i % 2 and side >= window_size else 0",
+         "a grid of one window is rolled too", None),
+        ("rolled_forward_twice", "(-1, self.side, self.side, dim)), -1)",
+         "(-1, self.side, self.side, dim)), 1)",
+         "the grid is rolled forward into the windows, not back", None),
+        ("relative_index_transposed", "dy = rows[:, None] - rows[None, :] + window - 1",
+         "dy = rows[None, :] - rows[:, None] + window - 1",
+         "the relative bias reads the key's row offset from the query, not the query's", None),
+        ("relative_index_window_transposed",
+         "rows, cols = np.divmod(np.arange(window * window), window)",
+         "cols, rows = np.divmod(np.arange(window * window), window)",
+         "the relative bias indexed as if each window were transposed", None),
+        ("roll_mask_off", "ROLL_MASK = -100.0", "ROLL_MASK = 0.0",
+         "tokens a roll brings together from apart attend to each other", None),
+        ("merging_row_major", "(0, 1, 3, 4, 2, 5)", "(0, 1, 3, 2, 4, 5)",
+         "the plain merging concatenates a neighbourhood row by row, not as the official",
+         None),
+        ("drop_path_constant", "np.linspace(0.0, drop_path, sum(depth))",
+         "np.full(sum(depth), drop_path)",
+         "stochastic depth 0.1 in every block, not rising from 0", None),
+        ("linear_init_fan_out", "bound = 1.0 / np.sqrt(kernel[0])",
+         "bound = 1.0 / np.sqrt(kernel[1])",
+         "torch's Linear draws bounded by the fan-out, not the fan-in",
+         "ablation/model/init.py"),
+        ("qkv_without_bias", "qkv_bias: true", "qkv_bias: false",
+         "the q/k/v projections without their official biases", "conf/model/swin.yaml"))),
     # --- optimizer and schedule
     Mutation("adamw_keras_epsilon", "conf/trainer/paper.yaml",
              "epsilon_form: torch", "epsilon_form: keras",

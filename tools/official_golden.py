@@ -29,15 +29,17 @@ fresh model's LayerScale values.
 ``--pit`` writes ``tests/data/official_golden_pit.npz`` (read by
 ``tests/model/test_pit.py``) likewise for the PiT (``--model pit``): the logits
 plain and SPT + LSA, the parameter counts, and a fresh model's parameters
-(moments of every one, a sample of those outside the transformer blocks).
-``--t2t`` writes ``tests/data/official_golden_t2t.npz`` (``tests/model/test_t2t.py``)
-the same for the T2T-ViT (``--model t2t``), its fixed ``pos_embed`` left as built.
+(moments of every one, a sample of those outside the transformer blocks);
+``--swin`` ``tests/data/official_golden_swin.npz`` for the Swin (``--model swin``,
+read by ``tests/model/test_swin.py``), the first block sampled too; ``--t2t``
+``tests/data/official_golden_t2t.npz`` for the T2T-ViT (``--model t2t``, read by
+``tests/model/test_t2t.py``), its fixed ``pos_embed`` left as built.
 
 Usage, in an environment with torch, einops, pillow and numpy::
 
     git clone https://github.com/aanna0701/SPT_LSA_ViT /tmp/SPT_LSA_ViT
     python tools/official_golden.py /tmp/SPT_LSA_ViT
-    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit, --t2t
+    python tools/official_golden.py /tmp/SPT_LSA_ViT --cait    # or --pit, --swin, --t2t
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ import numpy as np
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "official_golden.npz"
 OUT_CAIT = OUT.with_name("official_golden_cait.npz")
 OUT_PIT = OUT.with_name("official_golden_pit.npz")
+OUT_SWIN = OUT.with_name("official_golden_swin.npz")
 OUT_T2T = OUT.with_name("official_golden_t2t.npz")
 CIFAR100_STAT = ((0.5070, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762))
 LOGIT_IMAGES = 8          # the first images, fed to the official models
@@ -182,13 +185,13 @@ def record_init(record: dict, label: str, state, sampled=lambda name: True) -> N
 
 def record_logits(record: dict, label: str, model, x: np.ndarray, fixed=()) -> None:
     """``model``'s eval logits on ``x`` (NHWC) with :func:`golden_weights` (seed 1)
-    for its parameters but the ``fixed`` ones, their names and shapes, and the
-    weights' checksum."""
+    for its parameters (not its buffers: Swin's constant masks; not the ``fixed``
+    ones: T2T's sinusoid table), their names and shapes, and the weights' checksum."""
     import torch
 
-    state = model.state_dict()
-    names = [(k, tuple(v.shape)) for k, v in state.items()
-             if v.dtype.is_floating_point and k not in fixed]
+    parameters = dict(model.named_parameters())
+    names = [(k, tuple(v.shape)) for k, v in model.state_dict().items()
+             if k in parameters and k not in fixed]
     weights = golden_weights(names, seed=1)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()}, strict=False)
     with torch.no_grad():
@@ -368,10 +371,11 @@ def record_cait(record: dict, images: np.ndarray) -> None:
             cait.Attention.forward = official_forward
 
 
-def record_official(record: dict, images: np.ndarray, model: str, sampled, fixed=()) -> None:
-    """The official ``model``'s golden record (PiT's, T2T's): its parameter counts; at
-    32 px, plain and SPT + LSA, a fresh model's parameters (a sample of the
-    ``sampled`` ones) and the logits for golden weights; the ``fixed`` entries left as built."""
+def record_staged(record: dict, images: np.ndarray, model: str, sampled, fixed=()) -> None:
+    """The official PiT's, Swin's or T2T's (``model``) parameter counts, a fresh model's
+    parameters (:func:`record_init`: a sample of each ``sampled`` one) and the
+    logits, plain (label ``model``) and SPT + LSA (``sl<model>``); the ``fixed``
+    parameters left as built."""
     import torch
 
     record["param_counts"] = parameter_counts(model)
@@ -379,30 +383,31 @@ def record_official(record: dict, images: np.ndarray, model: str, sampled, fixed
     for label, flag in ((model, False), (f"sl{model}", True)):
         torch.manual_seed(0)
         official = _create(model, 32, 100, flag, flag)
-        state = {k: v for k, v in official.state_dict().items() if k not in fixed}
-        record_init(record, label, state, sampled)
+        record_init(record, label, {k: v.detach() for k, v in official.named_parameters()
+                                    if k not in fixed}, sampled)
         record_logits(record, label, official, record["normalised"], fixed)
 
 
-def record_pit(record: dict, images: np.ndarray) -> None:
-    # sampled: what is PiT's own (embeddings, pooling, head), not the ViT's blocks
-    record_official(record, images, "pit", lambda name: ".layers." not in name)
-
-
-def record_t2t(record: dict, images: np.ndarray) -> None:
-    # sampled: what is T2T's own (tokens-to-token, class token, head), not its blocks
-    record_official(record, images, "t2t", lambda name: not name.startswith("blocks."),
-                    fixed=("pos_embed",))
+# the staged models' records: a sample of what is their own (embeddings, pooling or
+# merging, head), not of every block's ViT layers (Swin's first block whole)
+# (T2T's: its tokens-to-token, class token and head)
+STAGED = {"--pit": (OUT_PIT, "pit", lambda name: ".layers." not in name, ()),
+          "--swin": (OUT_SWIN, "swin", lambda name: ".blocks." not in name
+                     or name.startswith("layers.0.blocks.0."), ()),
+          "--t2t": (OUT_T2T, "t2t", lambda name: not name.startswith("blocks."), ("pos_embed",))}
 
 
 def main_official(repo: str, which: str) -> None:
-    """``--cait``, ``--pit`` or ``--t2t``: that model's golden file."""
+    """``--cait``, ``--pit``, ``--swin`` or ``--t2t``: that model's golden file."""
     sys.path.insert(0, repo)
     _timm_stand_in()
-    record = {}
-    out, recorder = {"--cait": (OUT_CAIT, record_cait), "--pit": (OUT_PIT, record_pit),
-                     "--t2t": (OUT_T2T, record_t2t)}[which]
-    recorder(record, golden_images())
+    record, images = {}, golden_images()
+    if which == "--cait":
+        out = OUT_CAIT
+        record_cait(record, images)
+    else:
+        out, model, sampled, fixed = STAGED[which]
+        record_staged(record, images, model, sampled, fixed)
     np.savez_compressed(out, **record)
     print(f"wrote {out} ({out.stat().st_size:,} bytes)")
 
@@ -428,7 +433,7 @@ def main(repo: str) -> None:
 
 
 if __name__ == "__main__":
-    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit", "--t2t")]
+    flags = [a for a in sys.argv[1:] if a in ("--cait", "--pit", "--swin", "--t2t")]
     arguments = [a for a in sys.argv[1:] if a not in flags]
     repository = arguments[0] if arguments else "/tmp/SPT_LSA_ViT"
     if flags:

@@ -20,4 +20,4 @@ NORMALIZATIONS = ("adapted", "official")
 EPSILON_FORMS = ("keras", "torch")
 # model.architecture (ablation.model.build's builders) -> the name the report gives the
 # model's plain variant (SL-<name>: SPT + LSA)
-ARCHITECTURES = {"vit": "ViT", "cait": "CaiT", "pit": "PiT", "t2t": "T2T"}
+ARCHITECTURES = {"vit": "ViT", "t2t": "T2T", "cait": "CaiT", "pit": "PiT", "swin": "Swin"}

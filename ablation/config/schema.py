@@ -99,7 +99,7 @@ class Model(BaseModel):
     patch_size: PositiveInt
     dim: PositiveInt
     depth: Annotated[PositiveInt | list[PositiveInt], Field(description=(
-        "must be a positive integer below 2**31, or a list (pit)"))]
+        "must be a positive integer below 2**31, or a list (pit, swin)"))]
     num_heads: PositiveInt
     key_dim: PositiveInt | None
     mlp_hidden_units: Units

@@ -104,11 +104,12 @@ def validate(cfg) -> dict:
             f"model.image_size={model['image_size']}")
     grid = model["image_size"] // model["patch_size"]
     for stage in range(len(model["depth"]) - 1 if isinstance(model["depth"], list) else 0):
-        if as_bool(cfg["spt"], "spt") and grid % 2:  # SPT pools by a 2x2 patch
+        # SPT's pooling and Swin's merging join 2x2 tokens; PiT's plain pooling pads
+        if grid % 2 and (as_bool(cfg["spt"], "spt") or model["architecture"] == "swin"):
             raise ConfigError(
-                f"spt=true pools PiT's {grid}x{grid} token grid of stage {stage + 1} by 2x2 "
-                f"patches: choose model.image_size / model.patch_size so that each grid "
-                f"before a pooling is even")
+                f"model={model['name']} joins 2x2 tokens of its {grid}x{grid} grid after "
+                f"stage {stage + 1}: choose model.image_size / model.patch_size so that "
+                f"each grid before a pooling or merging is even")
         grid = (grid + 1) // 2
     diagnostics = cfg["diagnostics"]
     if diagnostics["enabled"] and diagnostics["probe_images"] < 1:

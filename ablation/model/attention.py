@@ -32,6 +32,16 @@ def diagonal_bias(n: int, dtype: str) -> np.ndarray:
     return bias[None, None]
 
 
+def _biased(logits, bias):
+    """``logits`` (batch, heads, n, n) plus ``bias`` (groups, heads, n, n), or as they
+    are for None: batch entry b takes group b % groups (windowed attention: the windows
+    of each image in turn, each with its own bias)."""
+    if bias is None:
+        return logits
+    grouped = ops.reshape(logits, (-1, *bias.shape))
+    return ops.reshape(grouped + ops.cast(bias, logits.dtype), (-1, *logits.shape[1:]))
+
+
 @keras.saving.register_keras_serializable(package="ablation")
 class MultiHeadSelfAttention(Configured, layers.Layer):
     """Multi-head self-attention with the paper's two Locality Self-Attention parts.
@@ -63,6 +73,10 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
     ``qkv_bias=True``: the q, k and v projections have biases, as
     ``keras.layers.MultiHeadAttention`` (keras.io); the official code's have
     none. The output projection always has one.
+
+    A ``bias`` in the call (Swin's windows, ``ablation.model.swin``): an additive
+    (groups, heads, n, n) term on the scaled logits before the diagonal mask
+    (:func:`_biased`); it takes the explicit or the bias route, never the folded one.
 
     CaiT's attention (``ablation.model.cait``):
 
@@ -176,12 +190,12 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         (0 before the softmax, 1 after), as the official einsum ``bhij,hg->bgij``."""
         return ops.einsum("bhij,hg->bgij", x, ops.cast(self.head_mixing[which], x.dtype))
 
-    def attention_logits(self, tokens, context=None):
-        """Scaled, masked query-key logits, (batch, heads, queries, keys): the
+    def attention_logits(self, tokens, context=None, bias=None):
+        """Scaled, biased, masked query-key logits, (batch, heads, queries, keys): the
         queries from ``tokens``, the keys from ``context`` (default: ``tokens``)."""
         q = self._split_heads(self.query(tokens))
         k = self._split_heads(self.key(tokens if context is None else context))
-        logits = self._scaled(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))))
+        logits = _biased(self._scaled(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))), bias)
         # with a context the queries' own tokens are not among the keys: no diagonal
         masked = self.mask_diagonal and context is None
         diagonal = ops.eye(tokens.shape[1], dtype="bool")[None, None] if masked else None
@@ -200,18 +214,18 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         value = np.asarray(keras.ops.convert_to_numpy(self.temperature), dtype="float64")
         return value if self.temperature_form == "divide" else 1.0 / value
 
-    def attention_weights(self, tokens, context=None):
+    def attention_weights(self, tokens, context=None, bias=None):
         """The weights applied to the values (the softmax, head-mixed after it with
         talking heads), for tests and locality diagnostics."""
-        weights = ops.softmax(self.attention_logits(tokens, context), axis=-1)
+        weights = ops.softmax(self.attention_logits(tokens, context, bias), axis=-1)
         return self._mix_heads(weights, 1) if self.talking_heads else weights
 
-    def fast_attention_logits(self, tokens):
+    def fast_attention_logits(self, tokens, bias=None):
         """:meth:`attention_logits` up to rounding, faster: the scale on the
         (smaller) queries, the diagonal mask a constant bias."""
         q = self._scaled(self._split_heads(self.query(tokens)))
         k = self._split_heads(self.key(tokens))
-        logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        logits = _biased(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), bias)
         bias = self.mask_bias(tokens.shape[1], logits.dtype)
         if bias is not None:
             logits = logits + bias
@@ -249,14 +263,14 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         weight products (:func:`ablation.model.folded_attention.folded_attention`)."""
         return folded_attention(self, tokens, training=training)
 
-    def call(self, tokens, context=None, training=None):
+    def call(self, tokens, context=None, training=None, bias=None):
         if context is not None or self.talking_heads or self.official_cait_mask:
             # CaiT's attention: the explicit route (the fast ones assume neither)
-            weights = self.attention_weights(tokens, context)
-        elif self.folds_projections(tokens.shape[-1]):
+            weights = self.attention_weights(tokens, context, bias)
+        elif bias is None and self.folds_projections(tokens.shape[-1]):
             return self.folded_call(tokens, training=training)
         else:
-            weights = ops.softmax(self.fast_attention_logits(tokens), axis=-1)
+            weights = ops.softmax(self.fast_attention_logits(tokens, bias), axis=-1)
         weights = self.attention_dropout(weights, training=training)
         return self.mix(weights, tokens, context)
 

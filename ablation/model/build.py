@@ -12,12 +12,15 @@ from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import switches
 from ablation.model.cait import build_cait
 from ablation.model.pit import build_pit
+from ablation.model.swin import build_swin
 from ablation.model.t2t import build_t2t
 from ablation.model.vit import build_vit
 
-BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_cait, build_pit, build_t2t), strict=True))
+BUILDERS = dict(zip(ARCHITECTURES, (build_vit, build_t2t, build_cait, build_pit, build_swin),
+                    strict=True))
 # Model keys that one architecture alone reads: a preset of another holds them as null.
 OWN_KEYS = {"cait": ("class_depth", "official_cait_mask")}
+STAGED = ("pit", "swin")   # architectures whose model.depth lists blocks per stage
 
 
 def model_arguments(model: Mapping) -> tuple[str, dict]:
@@ -28,9 +31,9 @@ def model_arguments(model: Mapping) -> tuple[str, dict]:
     if architecture not in BUILDERS:
         raise ValueError(f"model.architecture={architecture!r} is not one of "
                          f"{', '.join(BUILDERS)}")
-    if isinstance(kwargs["depth"], list) != (architecture == "pit"):
+    if isinstance(kwargs["depth"], list) != (architecture in STAGED):
         raise ValueError(f"model.depth={kwargs['depth']!r}: a list (blocks per stage) for "
-                         f"architecture=pit, a number of blocks otherwise")
+                         f"architecture={' or '.join(STAGED)}, a number of blocks otherwise")
     for other, keys in OWN_KEYS.items():
         if other == architecture:
             continue

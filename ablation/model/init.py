@@ -11,6 +11,8 @@
   (``patch_kernel``: the kernel's side) and its depthwise pooling convolution.
   The official T2T draws every Linear and its class token normal with
   ``normal_std`` (timm's ``trunc_normal_``, cut at +-2: far in the tails).
+  The official Swin (``torch_layers``) keeps torch's own Linear and Conv2d
+  draws (:func:`torch_default`).
 - ``keras_io`` (the keras.io example): Keras' defaults (Glorot-uniform
   kernels, zero biases), and the position embedding as its ``Embedding``
   layer's, uniform in +-0.05.
@@ -61,17 +63,35 @@ def initial_values(path: str, shape, scheme: str, rng: np.random.Generator,
     return None
 
 
+def torch_default(path: str, shapes, rng: np.random.Generator):
+    """The official Swin's draw of the weight at ``path`` (``shapes``: every weight's
+    shape by path), or None: a Dense kernel and its bias uniform in +-1/sqrt(fan_in)
+    (torch's Linear and Conv2d); the position embedding and relative position biases
+    normal with sd 0.02 (timm's ``trunc_normal_``, whose cut at +-2 is never reached)."""
+    if path.endswith(("position_embedding/embedding", "relative_position_bias")):
+        return rng.normal(0.0, 0.02, shapes[path])
+    layer, _, leaf = path.rpartition("/")
+    kernel = shapes.get(layer + "/kernel", ())
+    if leaf in ("kernel", "bias") and len(kernel) == 2:
+        bound = 1.0 / np.sqrt(kernel[0])
+        return rng.uniform(-bound, bound, shapes[path])
+    return None
+
+
 def initialise(model, scheme: str = "keras", seed: int | None = None,
-               qkv_fused=(3, 3, 3), patch_kernel: int = 1,
-               normal_std: float | None = None) -> None:
+               qkv_fused=(3, 3, 3), patch_kernel: int = 1, normal_std: float | None = None,
+               torch_layers: bool = False) -> None:
     """Re-draw ``model``'s weights as ``scheme`` describes (see the module's note)."""
     if scheme not in INITIALISATIONS:
         raise ValueError(f"model.init={scheme!r} is not one of {', '.join(INITIALISATIONS)}")
     if scheme == "keras":
         return
     rng = np.random.default_rng(None if seed is None else [int(seed), 0x1D17])
+    shapes = {variable.path: tuple(variable.shape) for variable in model.weights}
     for variable in model.weights:
-        value = initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused,
-                               patch_kernel, normal_std)
+        value = (torch_default(variable.path, shapes, rng)
+                 if torch_layers and scheme == "official" else
+                 initial_values(variable.path, tuple(variable.shape), scheme, rng, qkv_fused,
+                                patch_kernel, normal_std))
         if value is not None:
             variable.assign(value.astype(variable.dtype))

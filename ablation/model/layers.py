@@ -135,10 +135,14 @@ class TransformerBlock(layers.Layer):
     def call(self, tokens, context=None, training=None):
         if (context is not None) != self.class_attention:
             raise ValueError(f"{self.name}: a context is needed exactly when class_attention=True")
-        branch = self.attention(self.attention_norm(tokens), context=context, training=training)
+        branch = self.attend(self.attention_norm(tokens), context, training)
         tokens = tokens + self.drop_path(self._scaled(branch, 0), training=training)
         branch = self.mlp(self.mlp_norm(tokens), training=training)
         return tokens + self.drop_path(self._scaled(branch, 1), training=training)
+
+    def attend(self, tokens, context=None, training=None):
+        """The attention branch on the normalised tokens (a subclass may window it)."""
+        return self.attention(tokens, context=context, training=training)
 
     def compute_output_shape(self, tokens_shape, context_shape=None):
         return tokens_shape

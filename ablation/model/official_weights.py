@@ -1,4 +1,5 @@
-"""An official ``SPT_LSA_ViT`` state dict loaded into ``model=paper``, ``cait``, ``pit``, ``t2t``.
+"""An official ``SPT_LSA_ViT`` state dict loaded into ``model=paper``, ``cait``, ``pit``,
+``swin`` or ``t2t``.
 
 The official ViT (aanna0701/SPT_LSA_ViT, ``models/vit.py``) and ``model=paper``
 compute the same function with differently laid out weights:
@@ -34,6 +35,14 @@ The official T2T (``models/t2t.py``) too (:func:`t2t_weights`): its blocks
 one's input features in this order of the shifted copies. Its fixed sinusoid
 ``pos_embed`` is no weight here.
 
+The official Swin (``models/swin.py``) too (:func:`swin_weights`):
+``layers.<s>.blocks.<i>`` is stage s's block i (numbered on across stages),
+its names read as the ViT block's (:data:`TIMM_BLOCK`), its q/k/v with biases,
+its ``relative_position_bias_table`` as it is; ``layers.<s>.downsample`` the
+merging after stage s (``merge_<s+1>``): LayerNorm and ``reduction``, or SPT's
+``merging``; ``patch_embed`` a Conv2d and LayerNorm, or SPT's. The buffers
+(``relative_position_index``, ``attn_mask``) are the model's own constants.
+
 The official model is fed ``Normalize``-d tensors; ``model=paper`` normalises
 inside the model, so with the official constants (``augmentation=paper``) it
 takes raw pixels and gives the official logits.
@@ -50,7 +59,13 @@ from ablation.model.vit import attention_layers
 
 # Project copy g of the shifted stack is official copy SPT_ORDER[g].
 SPT_ORDER = (0, 4, 2, 3, 1)
-_CHECK = "check spt, lsa, learnable_temperature, the classes and model=paper, cait, pit or t2t"
+# The timm-style block names of the official Swin and T2T -> the official ViT block's,
+# which _block reads.
+TIMM_BLOCK = {"norm1.": "0.norm.", "attn.qkv.": "0.fn.to_qkv.", "attn.proj.": "0.fn.to_out.0.",
+              "attn.scale": "0.fn.scale", "norm2.": "1.norm.", "mlp.fc1.": "1.fn.net.0.",
+              "mlp.fc2.": "1.fn.net.3."}
+_CHECK = ("check spt, lsa, learnable_temperature, the classes and model=paper, cait, pit, swin "
+          "or t2t")
 
 
 def _array(key, value) -> np.ndarray:
@@ -84,15 +99,15 @@ class _Official(dict):
         raise ValueError(f"not an SPT_LSA_ViT ViT state dict: it has no {key!r}")
 
 
-def _depth(state: Mapping, stack: str = "transformer") -> int:
+def _depth(state: Mapping, stack: str = "transformer", inner: str = "layers") -> int:
     at = stack.count(".") + 2   # the block number's place in a dotted name
-    parts = [k.split(".") for k in state if k.startswith(f"{stack}.layers.")]
+    parts = [k.split(".") for k in state if k.startswith(f"{stack}.{inner}.")]
     if not all(len(p) > at + 1 and p[at].isdigit() for p in parts):
         raise ValueError("not an SPT_LSA_ViT ViT state dict: transformer.layers.<i>.… "
                          "entries need a block number")
     blocks = {int(p[at]) for p in parts}
     if not blocks or blocks != set(range(max(blocks) + 1)):
-        raise ValueError(f"not an SPT_LSA_ViT ViT state dict: no {stack}.layers.<i> entries")
+        raise ValueError(f"not an SPT_LSA_ViT ViT state dict: no {stack}.{inner}.<i> entries")
     return max(blocks) + 1
 
 
@@ -135,11 +150,13 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
     """The official ``state_dict``'s values (or the official checkpoint's) under
     ``model=paper``'s weight paths (a CaiT's under ``model=cait``'s:
     :func:`cait_weights`, a PiT's under ``model=pit``'s: :func:`pit_weights`, a
-    T2T's under ``model=t2t``'s: :func:`t2t_weights`);
-    ValueError for anything that is not one."""
+    Swin's under ``model=swin``'s: :func:`swin_weights`; T2T's under ``model=t2t``'s:
+    :func:`t2t_weights`); ValueError for anything that is not one."""
     official = _Official(_state(state))
     if any(k.startswith("patch_transformer.") for k in official):
         return cait_weights(official)
+    if "absolute_pos_embed" in official:
+        return swin_weights(official)
     if any(k.startswith("layers.") for k in official):
         return pit_weights(official)
     if any(k.startswith("tokens_to_token.") for k in official):
@@ -151,7 +168,8 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
 
 
 def _block(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
-    """The official ViT's (and PiT's) block with prefix ``o`` under block path ``k``."""
+    """The official ViT's (and PiT's, and Swin's renamed) block with prefix ``o`` under
+    block path ``k``."""
     q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
     w = {k + "attention/query/kernel": q.T, k + "attention/key/kernel": key.T,
          k + "attention/value/kernel": v.T,
@@ -160,6 +178,9 @@ def _block(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
          **_norms_and_mlp(official, k, o + "0.norm.", o + "1.norm.", o + "1.fn.net.")}
     if o + "0.fn.scale" in official:
         w[k + "attention/temperature"] = official[o + "0.fn.scale"]
+    if o + "0.fn.to_qkv.bias" in official:   # Swin's
+        w.update({f"{k}attention/{part}/bias": bias for part, bias in zip(
+            ("query", "key", "value"), np.split(official[o + "0.fn.to_qkv.bias"], 3))})
     return w
 
 
@@ -206,8 +227,7 @@ def pit_weights(official: Mapping) -> dict[str, np.ndarray]:
     if conv is not None:   # (dim, channels, p, p) as the Linear over (p, p, channels) features
         official = _Official({**official, "to_patch_embedding.1.bias":
                               official["to_patch_embedding.0.bias"],
-                              "to_patch_embedding.1.weight":
-                              conv.transpose(0, 2, 3, 1).reshape(len(conv), -1)})
+                              "to_patch_embedding.1.weight": _conv_as_linear(conv)})
     w = _common(official, "to_patch_embedding.")
     block, stage = 0, 0
     while any(k.startswith(f"layers.{2 * stage}.layers.") for k in official):
@@ -238,12 +258,6 @@ def _pool(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
             k + "pointwise/bias": official[conv + "1.bias"]}
 
 
-# The official T2T's block parts as the official ViT's blocks name them (for :func:`_block`)
-T2T_PARTS = {"norm1.": "0.norm.", "attn.qkv.": "0.fn.to_qkv.", "attn.proj.": "0.fn.to_out.0.",
-             "attn.scale": "0.fn.scale", "norm2.": "1.norm.", "mlp.fc1.": "1.fn.net.0.",
-             "mlp.fc2.": "1.fn.net.3."}
-
-
 def t2t_weights(official: Mapping) -> dict[str, np.ndarray]:
     """An official T2T's state dict (arrays) under ``model=t2t``'s weight paths."""
     official, renamed = _Official(official), _Official()
@@ -251,7 +265,7 @@ def t2t_weights(official: Mapping) -> dict[str, np.ndarray]:
         name = re.sub(r"^blocks\.", "transformer.layers.", name)
         name = re.sub(r"^tokens_to_token\.attention(\d+)\.",   # numbered from 1 there
                       lambda m: f"tokens_to_token.layers.{int(m[1]) - 1}.", name)
-        for part, vit in T2T_PARTS.items():
+        for part, vit in TIMM_BLOCK.items():
             name = name.replace(f".{part}", f".{vit}")
         renamed[name] = value
     t = "tokens_to_token."
@@ -276,9 +290,55 @@ def t2t_weights(official: Mapping) -> dict[str, np.ndarray]:
     return w
 
 
+def _conv_as_linear(conv: np.ndarray) -> np.ndarray:
+    """A patch embedding's Conv2d weight (dim, channels, p, p) as the Linear weight
+    over (row, column, channel) patch features that it equals."""
+    return conv.transpose(0, 2, 3, 1).reshape(len(conv), -1)
+
+
+def swin_weights(official: Mapping) -> dict[str, np.ndarray]:
+    """An official Swin's state dict (arrays) under ``model=swin``'s weight paths."""
+    official = _Official(official)
+    w = {"position_embedding/embedding": official["absolute_pos_embed"][0],
+         "final_norm/gamma": official["norm.weight"], "final_norm/beta": official["norm.bias"],
+         "logits/kernel": official["head.weight"].T, "logits/bias": official["head.bias"]}
+    if "patch_embed.merging.2.weight" in official:
+        w.update(_shifted(official, "patch_embed.", "patch_tokenizer/"))
+    else:
+        w.update({"patch_tokenizer/projection/kernel":
+                  _conv_as_linear(official["patch_embed.proj.weight"]).T,
+                  "patch_tokenizer/projection/bias": official["patch_embed.proj.bias"],
+                  "patch_norm/gamma": official["patch_embed.norm.weight"],
+                  "patch_norm/beta": official["patch_embed.norm.bias"]})
+    block, stage = 0, 0
+    while any(k.startswith(f"layers.{stage}.blocks.") for k in official):
+        if stage:
+            w.update(_merging(official, f"layers.{stage - 1}.", f"merge_{stage}/"))
+        for i in range(_depth(official, f"layers.{stage}", "blocks")):
+            o, k = f"layers.{stage}.blocks.{i}.", f"block_{block}/"
+            renamed = {o + new + key[len(o + old):]: value for key, value in official.items()
+                       for old, new in TIMM_BLOCK.items() if key.startswith(o + old)}
+            w.update(_block(_Official(renamed), o, k))
+            w[k + "relative_position_bias"] = official[o + "attn.relative_position_bias_table"]
+            block += 1
+        stage += 1
+    return w
+
+
+def _merging(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
+    """The official Swin's merging after the stage of prefix ``o`` under path ``k``:
+    SPT's ``merging`` over the stage's width, or the LayerNorm and ``reduction``."""
+    if o + "downsample.merging.2.weight" in official:
+        width = official[o + "blocks.0.norm1.weight"].shape[0]
+        return _shifted(official, o + "downsample.", k, width)
+    return {k + "norm/gamma": official[o + "downsample.norm.weight"],
+            k + "norm/beta": official[o + "downsample.norm.bias"],
+            k + "reduction/kernel": official[o + "downsample.reduction.weight"].T}
+
+
 def load_official_weights(model: keras.Model, state: Mapping) -> keras.Model:
-    """Copy an official ``SPT_LSA_ViT`` ViT, CaiT, PiT or T2T state dict into ``model``
-    (``model=paper``, ``cait``, ``pit`` or ``t2t`` with matching switches, classes and sizes);
+    """Copy an official ``SPT_LSA_ViT`` ViT, CaiT, PiT, Swin or T2T state dict into ``model``
+    (``model=paper``, ``cait``, ``pit``, ``swin`` or ``t2t`` with matching switches, classes, sizes);
     every trainable weight is set.
     ``state`` may be the official checkpoint itself (its ``model_state_dict``).
 

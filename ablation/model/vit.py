@@ -98,17 +98,20 @@ def build_vit(
 
 def embedded_patches(input_shape, image_size, patch_size, dim, spt, class_token,
                      embedding_dropout, epsilon, augmentation, normalization, seed,
-                     tokenizer=None, positions=None):
+                     tokenizer=None, positions=None, patch_norm=False):
     """(the model's input, its tokens): the images augmented and normalised
     (:func:`ablation.augment.build_augmentation`), cut into patch tokens
-    (``spt``: Shifted Patch Tokenization), a class token first if ``class_token``,
-    a position embedding added, then dropout at ``embedding_dropout``;
-    ``tokenizer`` and ``positions``: layers in their place (T2T's)."""
+    (``spt``: Shifted Patch Tokenization; ``patch_norm``: a LayerNorm after them),
+    a class token first if ``class_token``, a position embedding added, then
+    dropout at ``embedding_dropout``; ``tokenizer`` and ``positions``: layers in
+    their place (T2T's)."""
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x = build_augmentation(image_size, normalization, seed=seed,
                            input_size=int(input_shape[0]), **dict(augmentation or {}))(inputs)
     tokens = (tokenizer or PatchTokenizer(patch_size, dim, shifted=spt, epsilon=epsilon,
                                           name="patch_tokenizer"))(x)
+    if patch_norm:
+        tokens = layers.LayerNormalization(epsilon=epsilon, name="patch_norm")(tokens)
     if class_token:
         tokens = ClassToken(name="class_token")(tokens)
     tokens = (positions or PositionEmbedding(name="position_embedding"))(tokens)

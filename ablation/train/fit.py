@@ -110,6 +110,8 @@ def train(config: Mapping, data: Dataset, tracker: Tracker, checkpoint_dir: Path
     use_precision(trainer)  # per job: a sweep's jobs in one process may differ
     phases = Phases()
     model, initial_epoch, statistics = _build_or_resume(config, data, resume_from, epochs, phases)
+    if probe is not None and not locality_probe.blocks(model):   # nothing it can measure
+        probe, epochs.extras = None, []
     codes = code_history(resume_from.state.get("code_history", [UNKNOWN_CODE])
                          if resume_from else None)
     params, trainable_params = int(model.count_params()), trainable_count(model)

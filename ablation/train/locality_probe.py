@@ -30,6 +30,7 @@ from keras import ops
 
 from ablation.data.batches import padded_chunks
 from ablation.model.layers import TransformerBlock
+from ablation.model.swin import SwinBlock
 from ablation.files import atomic_write, make_folder
 from ablation.runs.record import ATTENTION_MAPS_FILE
 
@@ -48,9 +49,11 @@ def probe_indices(num_test: int, count: int, seed: int) -> np.ndarray:
 def blocks(model: keras.Model) -> list[TransformerBlock]:
     """The model's self-attention blocks over the patch tokenizer's grid, in depth
     order (CaiT's class-attention blocks, whose class token attends to the patches,
-    have no map to probe; PiT's blocks after a pooling see a coarser grid)."""
-    found = [layer for layer in model.layers
-             if isinstance(layer, TransformerBlock) and not layer.class_attention]
+    have no map to probe; PiT's blocks after a pooling see a coarser grid). None of
+    Swin's: they attend within windows, which the probe's whole-grid maps do not
+    measure, so a Swin run has no diagnostics."""
+    found = [layer for layer in model.layers if isinstance(layer, TransformerBlock)
+             and not layer.class_attention and not isinstance(layer, SwinBlock)]
     return [block for block in found if block.input.shape == found[0].input.shape]
 
 

@@ -1,25 +1,30 @@
 """What the golden tests of every architecture share: the official weights a golden
 file was recorded with, a model's logits on its images, which of a model's values
-stand for each official parameter, the checks of logits, initial laws and a save and
-load against the official, and a smoke-size training through the command."""
+stand for each official parameter, a smoke-size training through the command; and the
+staged models' (PiT, Swin, T2T) checks against their golden files."""
 import json
 import sys
 
 import keras
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 from scipy import stats
 
-from ablation.model import load_model
+from ablation.model import build_model, load_model
 from ablation.model.official_weights import keras_weights, load_official_weights
 from ablation.model.saved import save_trained
 from tests.helpers.commands import run_cli, smoke_overrides
+from tests.helpers.config import compose
 from tests.helpers.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 from official_golden import golden_weights  # noqa: E402
 
 P_FLOOR = 1e-4  # a two-sample test's p-value below this says: not the official law
+# the official create_model's two sizes: CIFAR (32 px), Tiny-ImageNet (64 px), the presets'
+# patches following them
+STAGED_EXPERIMENTS = {32: ("experiment=paper_cifar100",), 64: ("experiment=paper_tiny_imagenet",)}
 
 
 def official_weights(label: str, golden) -> dict:
@@ -50,27 +55,17 @@ def official_counterparts(model, names_shapes) -> dict:
     return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
-def assert_official_logits(model, label: str, golden) -> None:
-    """``model`` with the golden weights ``label`` gives the official eval logits (to
-    1e-5 of their scale) and classes."""
-    logits = logits_of(load_official_weights(model, official_weights(label, golden)), golden)
-    expected = golden[f"{label}_logits"]
-    assert np.abs(logits - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
-    assert (logits.argmax(axis=1) == expected.argmax(axis=1)).all()
-
-
-def initial_law_errors(model, label: str, golden) -> list[str]:
-    """Where a fresh ``model`` is not drawn as the official one recorded under ``label``:
-    every official parameter's counterpart needs its mean and spread (constants
-    exactly), and those the golden file samples their law too."""
+def init_law_errors(model, golden, label: str) -> list[str]:
+    """How ``model``'s initial values are not drawn as the official fresh model's
+    recorded under ``label``: every official parameter's counterpart must have its
+    mean and spread (constants exactly), the sampled ones its law too."""
     names = json.loads(str(golden[f"{label}_init_names"]))
     shapes = [(n, tuple(s)) for n, s in json.loads(str(golden[f"{label}_names"]))]
     ours = official_counterparts(model, shapes)
-    assert set(ours) == set(names)
-    wrong = []
+    wrong = [] if set(ours) == set(names) else [f"parameters {sorted(set(ours) ^ set(names))}"]
     for name, (mean, std), sample in zip(names, golden[f"{label}_init_moments"],
                                          golden[f"{label}_init_samples"]):
-        mine, sample = ours[name], sample[~np.isnan(sample)]
+        mine, sample = ours.get(name, np.zeros(1)), sample[~np.isnan(sample)]
         if std == 0:   # LayerNorm, biases, the temperature
             wrong += [] if np.allclose(mine, mean, rtol=1e-6, atol=0) else [f"{name}: constant"]
             continue
@@ -82,17 +77,6 @@ def initial_law_errors(model, label: str, golden) -> list[str]:
     return wrong
 
 
-def assert_saves_and_loads(model, folder, x) -> None:
-    """``model``, saved into job folder ``folder`` as a job saves it and loaded back,
-    gives the same outputs on ``x``."""
-    folder.mkdir()
-    save_trained(model, folder / "model.keras")
-    loaded = load_model(folder, compile=False)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x, training=False)),
-                               keras.ops.convert_to_numpy(model(x, training=False)),
-                               rtol=1e-5, atol=1e-6)
-
-
 def smoke_trains(tmp_path, model: str, *small: str) -> None:
     """``experiment=smoke model=<model>``, made ``small``, trains through the command
     and beats chance. Few overrides: they name the job's folder (at most 200 characters)."""
@@ -101,3 +85,68 @@ def smoke_trains(tmp_path, model: str, *small: str) -> None:
     (record,) = tmp_path.glob("smoke/*/run.json")
     data = json.loads(record.read_text())
     assert data["model"] == model and data["metrics"]["test_top1"] > 0.1
+
+
+def staged_config(model: str, *overrides: str, size: int = 32) -> dict:
+    return OmegaConf.to_container(
+        compose(*STAGED_EXPERIMENTS[size], f"model={model}", *overrides), resolve=True)
+
+
+def staged(model: str, spt: bool, lsa: bool, *overrides: str, size: int = 32,
+           classes: int = 100):
+    """``model=<model>`` (pit, swin or t2t) as the official ``create_model`` builds it."""
+    cfg = staged_config(model, f"spt={spt}", f"lsa={lsa}", *overrides, size=size)
+    assert cfg["model"]["patch_size"] == size // (8 if model == "t2t" else 16)
+    return build_model(cfg, classes, (size, size, 3))
+
+
+def official_checks(model: str, golden):
+    """A staged model's checks against its golden file, for its test module to bind to
+    test names: the parameter counts of every spt/lsa combination at 32 and 64 px,
+    the logits for the official weights (plain, SPT + LSA) and every initial
+    parameter's law (:func:`init_law_errors`)."""
+    variants = [(model, False), (f"sl{model}", True)]
+
+    @pytest.mark.parametrize("row", golden["param_counts"].tolist(),
+                             ids=lambda row: "-".join(map(str, row)))
+    def counts(row):
+        size, classes, spt, lsa, count = row   # image size, classes, the switches, the count
+        built = staged(model, bool(spt), bool(lsa), size=size, classes=classes)
+        assert sum(int(np.prod(w.shape)) for w in built.trainable_weights) == count
+
+    @pytest.mark.jax_backend
+    @pytest.mark.parametrize("label, switches", variants)
+    def logits(label, switches):
+        built = load_official_weights(staged(model, switches, switches),
+                                      official_weights(label, golden))
+        ours, expected = logits_of(built, golden), golden[f"{label}_logits"]
+        assert np.abs(ours - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+        assert (ours.argmax(axis=1) == expected.argmax(axis=1)).all()
+
+    @pytest.mark.parametrize("label, switches", variants)
+    def laws(label, switches):
+        wrong = init_law_errors(staged(model, switches, switches), golden, label)
+        assert not wrong, "\n".join(wrong)
+
+    return counts, logits, laws
+
+
+def block_inputs(model, count: int) -> list:
+    """(block, its input tokens) for ``block_0`` to ``block_<count - 1>`` of ``model``
+    on two random 16 px images."""
+    x = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 3)).astype("float32")
+    found = [model.get_layer(f"block_{i}") for i in range(count)]
+    return list(zip(found, keras.Model(model.input, [b.input for b in found])(x)))
+
+
+def round_trips(build, tmp_path) -> None:
+    """``build(spt)``'s model, spt off and on, saved and loaded, gives the same outputs."""
+    x = np.random.default_rng(1).uniform(0, 255, (3, 16, 16, 3)).astype("float32")
+    for spt in (False, True):
+        model, folder = build(spt), tmp_path / f"spt_{spt}"
+        folder.mkdir()
+        save_trained(model, folder / "model.keras")
+        loaded = load_model(folder, compile=False)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x, training=False)),
+                                   keras.ops.convert_to_numpy(model(x, training=False)),
+                                   rtol=1e-5, atol=1e-6)

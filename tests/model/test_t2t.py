@@ -5,66 +5,35 @@ counts for every spt/lsa combination at 32 and 64 px, the logits for fixed weigh
 import keras
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from ablation.model import build_model
 from ablation.train.locality_probe import LocalityProbe, blocks
-from tests.helpers.config import compose
-from tests.helpers.golden import (assert_official_logits, assert_saves_and_loads,
-                                  initial_law_errors, smoke_trains)
+from tests.helpers.golden import (official_checks, round_trips, smoke_trains, staged,
+                                  staged_config)
 from tests.helpers.paths import ROOT
 
 GOLDEN = np.load(ROOT / "tests" / "data" / "official_golden_t2t.npz")
-# the official create_model's two sizes: CIFAR (32 px, two soft splits), Tiny-ImageNet
-# (64 px, three: the experiment's patch 8)
-EXPERIMENTS = {32: ("experiment=paper_cifar100",), 64: ("experiment=paper_tiny_imagenet",)}
 # a T2T of seconds per epoch on a CPU (16 px: 8 x 8 tokens, then 4 x 4, two blocks)
-TINY = ("model.image_size=16", "model.patch_size=4", "model.dim=16", "model.depth=2", "model.key_dim=8",
-        "model.mlp_hidden_units=[32]")
-# the golden file's two models: plain, SPT + LSA
-VARIANTS = pytest.mark.parametrize("label, switches", [("t2t", False), ("slt2t", True)])
-
-
-def t2t_config(spt: bool, lsa: bool, *overrides, size=32):
-    return OmegaConf.to_container(compose(*EXPERIMENTS[size], "model=t2t", f"spt={spt}",
-                                          f"lsa={lsa}", *overrides), resolve=True)
-
-
-def t2t(spt: bool, lsa: bool, *overrides, size=32, classes=100):
-    cfg = t2t_config(spt, lsa, *overrides, size=size)
-    assert cfg["model"]["patch_size"] == size // 8
-    return build_model(cfg, classes, (size, size, 3))
+TINY = ("model.image_size=16", "model.patch_size=4", "model.dim=16", "model.depth=2",
+        "model.key_dim=8", "model.mlp_hidden_units=[32]")
 
 
 def tiny_t2t(spt: bool, lsa: bool):
-    return build_model(t2t_config(spt, lsa, *TINY), 10, (16, 16, 3))
+    return build_model(staged_config("t2t", f"spt={spt}", f"lsa={lsa}", *TINY), 10,
+                       (16, 16, 3))
 
 
-@pytest.mark.parametrize("size, classes, spt, lsa, count", GOLDEN["param_counts"].tolist())
-def test_parameter_counts_are_the_official_ones(size, classes, spt, lsa, count):
-    model = t2t(bool(spt), bool(lsa), size=size, classes=classes)
-    assert sum(int(np.prod(w.shape)) for w in model.trainable_weights) == count
-
-
-@pytest.mark.jax_backend
-@VARIANTS
-def test_official_weights_give_the_official_logits(label, switches):
-    assert_official_logits(t2t(switches, switches), label, GOLDEN)
-
-
-@VARIANTS
-def test_every_initial_parameter_is_drawn_as_the_official(label, switches):
-    """Every official parameter's counterpart (but the fixed position table) has its
-    mean and spread; those outside the blocks (tokens-to-token, class token, head) its law."""
-    wrong = initial_law_errors(t2t(switches, switches), label, GOLDEN)
-    assert not wrong, "\n".join(wrong)
+# against the official recordings (the laws sampled outside the blocks: tokens-to-token,
+# class token, head)
+(test_parameter_counts_are_the_official_ones, test_official_weights_give_the_official_logits,
+ test_every_initial_parameter_is_drawn_as_the_official) = official_checks("t2t", GOLDEN)
 
 
 @pytest.mark.jax_backend
 @pytest.mark.parametrize("size", [32, 64])
 def test_the_lsa_mask_removes_self_attention_in_every_attention(size):
     """The token transformers' (one at 32 px, two at 64) and the blocks'."""
-    model = t2t(True, True, "model.depth=2", size=size)
+    model = staged("t2t", True, True, "model.depth=2", size=size)
     token_transformers = model.get_layer("patch_tokenizer").token_transformers
     shapes = [((size >> i + 1) ** 2, block.attention_norm.gamma.shape[0])   # the grid's tokens
               for i, block in enumerate(token_transformers)]
@@ -92,9 +61,7 @@ def test_the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone():
 
 
 def test_a_trained_t2t_saves_and_loads_with_the_same_outputs(tmp_path):
-    x = np.random.default_rng(1).uniform(0, 255, (3, 16, 16, 3)).astype("float32")
-    for spt in (False, True):
-        assert_saves_and_loads(tiny_t2t(spt, True), tmp_path / f"spt_{spt}", x)
+    round_trips(lambda spt: tiny_t2t(spt, True), tmp_path)
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ CASES = {
                                  "results_dir=~/x: '~' is not expanded in a config value"),
     "PiT pooling an odd grid with SPT": (["model=pit_tiny", "model.image_size=12",
                                           "model.patch_size=4", "spt=true"],
-                                         "spt=true pools PiT's 3x3 token grid of stage 1"),
+                                         "model=pit_tiny joins 2x2 tokens of its 3x3 grid after stage 1"),
     "results_dir with a name past 255 bytes": ([f"results_dir=/tmp/{'a' * 256}"],
                                                "is too long for a folder name (at most 255"),
     "compilation cache not a path": (["gpu.compilation_cache=true"],
