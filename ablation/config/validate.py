@@ -67,6 +67,9 @@ def check_wandb(cfg: Mapping) -> None:
                 f"is tagged with it: {per_tag}; shorten it, or use wandb.mode=disabled")
 
 
+SWIN_WINDOW = 4  # tokens on a side of Swin's windows, as the official create_model's
+
+
 def validate(cfg) -> dict:
     """The run's config, checked: a resolved plain dict holding every declared key,
     which is what the job and everything below it read. ``cfg``: a Hydra
@@ -103,9 +106,17 @@ def validate(cfg) -> dict:
             f"model.patch_size={model['patch_size']} does not divide "
             f"model.image_size={model['image_size']}")
     grid = model["image_size"] // model["patch_size"]
-    for stage in range(len(model["depth"]) - 1 if isinstance(model["depth"], list) else 0):
+    swin = model["architecture"] == "swin"
+    for stage in range(len(model["depth"]) if isinstance(model["depth"], list) else 0):
+        if swin and grid > SWIN_WINDOW and grid % SWIN_WINDOW:
+            raise ConfigError(
+                f"model={model['name']}'s {SWIN_WINDOW}x{SWIN_WINDOW} windows do not tile its "
+                f"{grid}x{grid} grid in stage {stage + 1}: choose model.image_size / "
+                f"model.patch_size so that each stage's grid is a multiple of "
+                f"{SWIN_WINDOW} (or at most {SWIN_WINDOW})")
         # SPT's pooling and Swin's merging join 2x2 tokens; PiT's plain pooling pads
-        if grid % 2 and (as_bool(cfg["spt"], "spt") or model["architecture"] == "swin"):
+        last = stage == len(model["depth"]) - 1
+        if not last and grid % 2 and (as_bool(cfg["spt"], "spt") or swin):
             raise ConfigError(
                 f"model={model['name']} joins 2x2 tokens of its {grid}x{grid} grid after "
                 f"stage {stage + 1}: choose model.image_size / model.patch_size so that "

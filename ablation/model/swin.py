@@ -29,6 +29,7 @@ import numpy as np
 from keras import layers, ops
 
 from ablation.augment.normalization import ChannelStatistics
+from ablation.config.validate import SWIN_WINDOW
 from ablation.model.init import initialise
 from ablation.model.layers import LAYER_NORM_EPSILON, TransformerBlock, classifier_head
 from ablation.model.regularization import Configured
@@ -156,7 +157,7 @@ def build_swin(
     qkv_bias: bool = True, drop_path: float = 0.0, init: str = "official",
     layer_norm_epsilon: float = LAYER_NORM_EPSILON, augmentation: Mapping | None = None,
     normalization: ChannelStatistics | np.ndarray | None = None, seed: int | None = None,
-    window_size: int = 4, name: str = "swin",
+    window_size: int = SWIN_WINDOW, name: str = "swin",
 ) -> keras.Model:
     """A Swin for ``input_shape`` images and ``num_classes`` classes (the module's
     note): ``depth`` blocks per stage; ``dim``, ``num_heads`` and the MLP units are

@@ -15,7 +15,7 @@ import pandas as pd
 from ablation.config import SWITCHES
 from ablation.config.switches import BASELINE_LABEL
 from ablation.report import latex_layout as tex
-from ablation.report.captions import NO_SPREAD_EFFECTS
+from ablation.report.captions import NO_SPREAD_EFFECTS, block_architecture, own_name
 from ablation.report.escape import latex_text
 from ablation.report.latex import effects_columns
 from ablation.report.render import (LATEX, PLAIN, Style, block_title, effect_rows, gap, pct,
@@ -73,7 +73,7 @@ def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
         base = mine[keys == BASELINE].set_index("seed")
         for variant in expected_variants(block):
             ok = mine[keys == variant].set_index("seed")
-            row = {**dict(zip(BLOCK, key)),
+            row = {**dict(zip(BLOCK, key)), "architecture": block["architecture"].iloc[0],
                    "variant": VARIANTS[variant], **dict(zip(SWITCHES, variant)), "n": len(ok)}
             for stem, _ in DECIMALS:
                 summarise(row, stem, ok[stem], base[stem], variant == BASELINE)
@@ -101,7 +101,7 @@ def _display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
     rows = []
     for _, r in block.iterrows():
         base = r["variant"] == BASELINE_LABEL
-        rows.append([style.escape(r["variant"]), str(r["n"]),
+        rows.append([style.escape(own_name(r["variant"], r["architecture"])), str(r["n"]),
                      *(pct(r[f"{stem}_mean"], r[f"{stem}_std"], style, d) for stem, d in DECIMALS),
                      *("ref." if base else gap(r[f"d_{stem}"], r[f"d_{stem}_low"],
                                                r[f"d_{stem}_high"], style, d)
@@ -124,7 +124,8 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
     out = [("intro", "Locality", NOTE)]
     for key, block in table.groupby(BLOCK, sort=False):
         out += [("h2", f"Locality: {block_title(*key)}"),
-                ("table", HEADER, _display_rows(block, style))]
+                ("table", [own_name(h, block_architecture(block)) for h in HEADER],
+                 _display_rows(block, style))]
         mine = select_block(effects, key)
         if not mine.empty:
             out += [("md", f"Factorial effects on locality ({mine['seeds'].iloc[0]} seed(s)):"),
@@ -140,18 +141,20 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
         return ""
     out = []
     caption = lambda text: latex_text(text, long_word=tex.LABEL_WORD)  # noqa: E731
-    heads = {h: (tex.head_lines(h), tex.head_lines(h, tex.HEAD_LINE_SQUEEZED))
-             for h in HEADER + EFFECTS_HEADER}
     for key, block in table.groupby(BLOCK, sort=False):
-        title = block_title(*key)
+        title, architecture = block_title(*key), block_architecture(block)
+        heads = {h: (tex.head_lines(own_name(h, architecture)),
+                     tex.head_lines(own_name(h, architecture), tex.HEAD_LINE_SQUEEZED))
+                 for h in HEADER + EFFECTS_HEADER}
         rows = [_display_rows(block, style) for style in (LATEX, PLAIN)]
         columns = [tex.Column(head, [r[i] for r in rows[0]], [r[i] for r in rows[1]],
                               head_squeezed=squeezed,
                               **(tex.ROW_NAME if i == 0 else tex.GAP if i >= 2 + len(MEASURES)
                                  else tex.MEAN_SD if i >= 2 else {}))
                    for i, (head, squeezed) in enumerate(heads[h] for h in HEADER)]
-        out += tex.float_table(caption(LOCALITY_CAPTION.format(title=title)), columns,
-                               [latex_text(NOTE)],
+        out += tex.float_table(caption(own_name(LOCALITY_CAPTION.format(title=title),
+                                                architecture)), columns,
+                               [latex_text(own_name(NOTE, architecture))],
                                continued=caption(f"Attention locality: {title} (continued)."))
         mine = select_block(effects, key)
         if not mine.empty:

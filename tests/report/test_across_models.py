@@ -44,6 +44,26 @@ def test_each_block_names_its_own_plain_model(two_models):
     assert "SL-CaiT" in latex and "SL-ViT" in latex
 
 
+def test_the_locality_section_names_each_blocks_plain_model(two_models):
+    from ablation.report import write_report
+
+    diagnostics = {"probe_images": 4, "summary": {"mean_distance_px": 3.0,
+                                                  "normalized_entropy": 0.5},
+                   "layers": [{"layer": 0, "mean_distance_px": [3.0],
+                               "normalized_entropy": [0.5]}]}
+    for path in two_models.glob("*/run.json"):
+        import json
+        record = json.loads(path.read_text())
+        record["diagnostics"] = diagnostics
+        path.write_text(json.dumps(record))
+    page = write_report(two_models, make_plots=False).markdown
+    cait = page[page.index("## Locality: cifar10 × cait"):page.index("## Locality: cifar10 × paper")]
+    assert "| ΔMean distance (px) vs CaiT |" in cait and "| SL-CaiT |" in cait
+    assert "ViT" not in cait
+    latex = (two_models / "comparison.tex").read_text()
+    assert "gaps to the plain CaiT paired by seed" in latex
+
+
 def test_the_models_side_by_side(two_models):
     from ablation.report import write_report
 

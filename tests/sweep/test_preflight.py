@@ -48,6 +48,9 @@ CASES = {
     "PiT pooling an odd grid with SPT": (["model=pit_tiny", "model.image_size=12",
                                           "model.patch_size=4", "spt=true"],
                                          "model=pit_tiny joins 2x2 tokens of its 3x3 grid after stage 1"),
+    "Swin's windows not tiling its grid": (["model=swin_tiny", "model.image_size=12"],
+                                           "model=swin_tiny's 4x4 windows do not tile its "
+                                           "6x6 grid in stage 1"),
     "results_dir with a name past 255 bytes": ([f"results_dir=/tmp/{'a' * 256}"],
                                                "is too long for a folder name (at most 255"),
     "compilation cache not a path": (["gpu.compilation_cache=true"],
