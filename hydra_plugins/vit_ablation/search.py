@@ -79,7 +79,8 @@ def trial_problem(trial, ranges: Ranges) -> str | None:
     score = trial.value
     if trial.state == TrialState.COMPLETE and not (
             isinstance(score, (int, float)) and 0 <= score <= 1):
-        return f"its score {_shown(score)} is not a fraction in [0, 1]"
+        kind = "a fraction in [0, 1]" if isinstance(score, (int, float)) else "a number"
+        return f"its score {_shown(score)} is not {kind}"
     return None
 
 
