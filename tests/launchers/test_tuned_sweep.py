@@ -162,7 +162,7 @@ def _planted(journal, protocol, values, score):
     ({"trainer.learning_rate": "0.003"}, 0.9, "trainer.learning_rate='0.003' is not a number"),
     ({"trainer.learning_rate": 0.003}, 99.9, "its score 99.9 is not a fraction in [0, 1]"),
     ({"trainer.learning_rate": 0.003}, "NaN", "its score nan is not a fraction"),
-    ({"trainer.learning_rate": 0.003}, '"0.99"', "its score '0.99' is not a fraction"),
+    ({"trainer.learning_rate": 0.003}, '"0.99"', "its score '0.99' is not a number"),
     ({"trainer.learning_rate": 0.003}, "1" + "0" * 400, "its score 1000000000000000000000"),
 ])
 def test_a_journal_trial_that_is_not_believable_is_left_out(tmp_path, caplog, values, score,
