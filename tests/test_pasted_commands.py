@@ -113,16 +113,3 @@ def test_the_report_commands_are_quoted(tmp_path, paste, name, monkeypatch, capl
     assert caught.value.then.startswith("every job's record stands; write the report with: ")
     assert paste(caught.value.then.split("with: ", 1)[1]) == [
         "python", "-m", "ablation.report", str(sweep)]
-
-
-@pytest.mark.parametrize("name", HOSTILE)
-def test_the_dashboard_publish_command_is_quoted(tmp_path, paste, name):
-    from ablation.report.dashboard import publish_command
-
-    sweep = sweep_folder(tmp_path, name)
-    base = ["python", "-m", "ablation.report", str(sweep), "--wandb-dashboard",
-            "--wandb-mode", "online", "--project"]
-    assert paste(publish_command(sweep, f"p {name}", f"team {name}")) == [
-        *base, f"p {name}", "--entity", f"team {name}"]
-    # no entity known: W&B's default entity for the credentials (no placeholder to edit)
-    assert paste(publish_command(sweep, "vit-ablation", None)) == [*base, "vit-ablation"]

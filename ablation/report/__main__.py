@@ -5,7 +5,6 @@ import argparse
 import errno
 import logging
 import sys
-from pathlib import Path
 
 from ablation.runtime.signals import exit_code, interruptible, stay_stopped, stop_name
 
@@ -49,9 +48,6 @@ def _main(argv: list[str] | None) -> int:
                         help="put runs of different code (package commit, backend, Keras or "
                              "NumPy version) in separate blocks instead of one block whose "
                              "caption says they differ")
-    parser.add_argument("--wandb-dashboard", action="store_true",
-                        help="build the sweep's W&B workspace (needs the [dashboard] extra): "
-                             "saved online, else its definition is written next to the report")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     settings = {k: v for k, v in (("mode", args.wandb_mode), ("project", args.project),
@@ -78,19 +74,6 @@ def _main(argv: list[str] | None) -> int:
               f"({e.strerror or e}{': ' + str(e.filename) if e.filename else ''}); "
               f"write it elsewhere with --out DIR", file=sys.stderr)
         return 1
-    dashboard = None
-    if args.wandb_dashboard:
-        from ablation.report.dashboard import DashboardError, make_dashboard
-
-        group, mode = (report.runs[c].dropna() for c in ("wandb_group", "wandb_mode"))
-        try:
-            dashboard = make_dashboard(
-                report.runs, report.files[0].parent,
-                {"mode": mode.mode().iloc[0] if len(mode) else "offline", **settings},
-                group.mode().iloc[0] if len(group) else None, Path(args.path))
-        except DashboardError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
     print(report.markdown)
     failed, interrupted = (int((report.runs["status"] == s).sum())
                            for s in ("failed", "interrupted"))
@@ -100,8 +83,6 @@ def _main(argv: list[str] | None) -> int:
         print(f"W&B report run {report.wandb['id']} in {report.wandb['dir']}")
         if report.wandb.get("sync"):
             print(f"upload the runs and the report run later: {report.wandb['sync']}")
-    if dashboard:
-        print(dashboard)
     return 0
 
 

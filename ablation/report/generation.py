@@ -64,26 +64,6 @@ def _manifest(out: Path) -> tuple[list[Path], str | None]:
             if n == Path(n).name and report_name(n) and is_regular(out / n)], None
 
 
-def add_to_generation(out: Path, name: str, data: str | bytes) -> Path:
-    """Write one more file of the current generation (the W&B dashboard's definition)
-    and list it in ``report.json``; a file of that name no report listed: :class:`ReportError`."""
-    listed = _earlier_files(out)
-    if os.path.lexists(out / name) and out / name not in listed:
-        raise ReportError(f"{out / name} exists and no report there wrote it: nothing was "
-                          f"replaced; move it, or write the report elsewhere (--out DIR)")
-    try:
-        manifest = json.loads(read_text(out / MANIFEST, MANIFEST_LIMIT))
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
-            raise ValueError("not a report manifest")
-    except (OSError, ValueError) as e:
-        raise ReportError(f"{out / MANIFEST} cannot be read ({e}): write the report again "
-                          f"first") from None
-    atomic_write(out / name, data, fsync=False)
-    manifest["files"] = sorted({*manifest["files"], name} - {None})
-    atomic_write(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", fsync=False)
-    return out / name
-
-
 @dataclass
 class Generation:
     """One report generation: the folder its files are written into, and the

@@ -1,7 +1,7 @@
 """A switch is declared once (ablation/config/switches.py): adding a toy fourth
 switch the way docs/development/README.md says (its registry entry, its config key,
 the argument of the layer it changes) reaches the folder names, the records,
-the table and the dashboard with nothing else edited; and no module outside
+the table with nothing else edited; and no module outside
 config/ and model/ spells a switch's key."""
 import ast
 import json
@@ -49,7 +49,7 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_toy_switch_reaches_folders_records_table_and_dashboard(tmp_path):
+def test_a_toy_switch_reaches_folders_records_and_table(tmp_path):
     copy = tmp_path / "checkout"
     for name in ("ablation", "conf", "run_sweep.py", "pyproject.toml"):
         source = ROOT / name
@@ -82,10 +82,3 @@ def test_a_toy_switch_reaches_folders_records_table_and_dashboard(tmp_path):
     table = (sweep / "comparison.md").read_text()
     assert "| Variant | SPT | LSA | Temp. | Toy | n |" in table
     assert "\n| Toy |  |  |  | ✓ | 1 |" in table
-    report = subprocess.run(
-        [sys.executable, "-m", "ablation.report", str(sweep), "--wandb-dashboard",
-         "--wandb-mode", "offline", "--no-plots"],
-        cwd=copy, env=env, capture_output=True, text=True, timeout=300)
-    assert report.returncode == 0, report.stderr[-3000:]
-    dashboard = json.loads((sweep / "wandb_dashboard.json").read_text())
-    assert '"config:toy.value"' in json.dumps(dashboard["view"])       # a parallel axis

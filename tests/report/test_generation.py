@@ -126,25 +126,6 @@ def test_a_report_that_cannot_be_written_is_one_line(sweep, tmp_path, out, code,
     assert sorted(tmp_path.rglob("*")) == before  # nothing made, the sweep's report neither
 
 
-def test_the_dashboard_definition_belongs_to_its_report_generation(tmp_path):
-    from ablation.report.generation import add_to_generation
-    from ablation.report.load import ReportError
-
-    (tmp_path / "wandb_dashboard.json").write_text("the user's")
-    with generation(tmp_path) as current:
-        (current.stage / "comparison.md").write_text("first")
-    with pytest.raises(ReportError, match="no report there wrote it"):
-        add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
-    assert (tmp_path / "wandb_dashboard.json").read_text() == "the user's"
-    (tmp_path / "wandb_dashboard.json").unlink()
-    add_to_generation(tmp_path, "wandb_dashboard.json", "{}")
-    assert "wandb_dashboard.json" in json.loads((tmp_path / MANIFEST).read_text())["files"]
-    with generation(tmp_path) as current:  # the next report, without a dashboard
-        (current.stage / "comparison.md").write_text("second")
-    assert not (tmp_path / "wandb_dashboard.json").exists()  # set aside with its generation
-    assert list(tmp_path.glob(".replaced/report-*/wandb_dashboard.json"))
-
-
 def test_pruning_never_touches_a_folder_named_like_a_report_by_its_user(tmp_path):
     from ablation.report.generation import prune_replaced
 

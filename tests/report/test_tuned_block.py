@@ -42,7 +42,6 @@ def _tuned_records(root, published=None):
 
 def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     from ablation.report import load_runs
-    from ablation.report.dashboard import build
     from ablation.report.tables import comparison
 
     _tuned_records(tmp_path)
@@ -58,10 +57,6 @@ def test_the_tuned_block_says_what_the_trial_records_found(tmp_path):
     # the test metrics of trials (0.99) never reach the table
     assert table.loc["ViT", "top1_mean"] == pytest.approx(51.0)
     assert table["paper_top1"].isna().all()  # not a paper preset
-    workspace = build(runs, project="p", entity=None, group="g")
-    (section,) = [s for s in workspace.sections if s.name.startswith("Tuning trials")]
-    (panel,) = section.panels
-    assert panel.x.name == "trainer.learning_rate" and panel.y.name == "final_val/top1"
 
 
 def test_the_best_top1_is_the_chosen_trials_own(tmp_path):
