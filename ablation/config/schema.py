@@ -203,6 +203,7 @@ class Diagnostics(BaseModel):
 class Published(BaseModel):
     model_config = _group("forbid")
     source: Text
+    dataset: Text  # the dataset.name the figures were published for
     top1: Annotated[dict[StrictStr, dict[StrictStr, _number(
         "must be a percentage in [0, 100]", ge=0, le=100)]],
         Field(description="must map model presets to variant labels (ViT, SL-ViT) to "

@@ -185,11 +185,13 @@ def tuned_identity(entry) -> dict[str, str]:
 
 def published(record: dict) -> dict | None:
     """The paper's top-1 per variant for the run's model preset, where its experiment
-    preset names one (``report.published``, per model preset)."""
+    preset names one (``report.published``, per model preset) for the dataset the run
+    trained on (a preset's dataset overridden, the figures no longer apply)."""
     entry = ((record.get("config") or {}).get("report") or {}).get("published")
     tables = entry.get("top1") if isinstance(entry, dict) else None
     top1 = tables.get(record.get("model")) if isinstance(tables, dict) else None
     if not (isinstance(top1, dict) and isinstance(entry.get("source"), str)
+            and entry.get("dataset") == record.get("dataset")
             and all(isinstance(k, str) and _number(v) and 0 <= v <= 100
                     for k, v in top1.items())):
         return None

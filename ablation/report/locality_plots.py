@@ -17,7 +17,7 @@ from ablation.report.locality_table import with_diagnostics
 from ablation.report.figures import (VARIANT_COLORS, by_variant, dodge, grid, pyplot,
                                      save_figure, variant_label)
 from ablation.report.render import block_title
-from ablation.report.tables import BLOCK, VARIANTS
+from ablation.report.tables import VARIANTS, blocks
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
         return None
     plt = pyplot()
     colors = VARIANT_COLORS
-    groups = list(diag.groupby(BLOCK, sort=True))
+    groups = blocks(diag)
     fig, axes = grid(plt, len(groups), width=9.5, height=4.2)
     for ax, (key, block) in zip(axes, groups):
         variants = by_variant(block)
@@ -156,7 +156,7 @@ def attention_maps(runs: pd.DataFrame, path: Path) -> list[Path]:
     plt = pyplot()
     order = list(VARIANTS.values())
     written = []
-    groups = list(diag.groupby(BLOCK, sort=True))
+    groups = blocks(diag)
     for k, (key, block) in enumerate(groups):
         maps = {}
         for _, row in block.sort_values("seed").iterrows():

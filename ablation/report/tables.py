@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import REGISTRY, factor_labels, tied_variants, variants
 from ablation.report import power
 from ablation.report.stats import factorial_effects, holm, paired_gap
@@ -39,9 +40,16 @@ def expected_variants(block: pd.DataFrame) -> list[tuple[bool, ...]]:
     return PAPER_FOUR if tied(block) else list(VARIANTS)
 
 
-def blocks(runs: pd.DataFrame):
-    """(dataset, model, protocol, setting), runs: in a stable order."""
-    return runs.groupby(BLOCK, sort=True, dropna=False)
+def blocks(runs: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """(dataset, model, protocol, setting), runs: by dataset, then the architectures in
+    the paper's order (ViT, T2T, CaiT, PiT, Swin), then by name."""
+    rank = {name: i for i, name in enumerate(ARCHITECTURES)}
+
+    def order(group):
+        runs = group[1]
+        architecture = runs["architecture"].iloc[0] if "architecture" in runs else "vit"
+        return str(group[0][0]), rank.get(architecture, len(rank))
+    return sorted(runs.groupby(BLOCK, sort=True, dropna=False), key=order)
 
 
 def comparison(runs: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from tests.helpers.records import BASE_CONFIG, record
 needs_pdflatex = pytest.mark.skipif(shutil.which("pdflatex") is None,
                                     reason="needs pdflatex (texlive)")
 
-PUBLISHED = {"source": "Lee, Lee & Song (2021), Table 2",
+PUBLISHED = {"source": "Lee, Lee & Song (2021), Table 2", "dataset": "cifar100",
              "top1": {"paper": {"ViT": 93.58, "SPT": 94.2, "LSA (mask + temp.)": 94.0,
                                 "SL-ViT": 94.53}}}
 # two settings differing in every one of these keys: a block title of several lines

@@ -103,7 +103,7 @@ def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_
     from ablation.report import load_runs, write_report
     from tests.helpers.records import BASE_CONFIG, TOP1, record
 
-    published = {"source": "Lee, Lee & Song (2021)",
+    published = {"source": "Lee, Lee & Song (2021)", "dataset": "cifar10",
                  "top1": {"paper": {"ViT": 93.58, "SL-ViT": 94.53}, "cait": {"ViT": 1.0}}}
     for protocol in ("official", "holdout"):
         config = {**BASE_CONFIG, "trainer": {**BASE_CONFIG["trainer"], "protocol": protocol},
@@ -125,6 +125,10 @@ def test_the_paper_presets_put_the_published_top1_beside_the_best_epoch_one(tmp_
     # another model preset's published figure never stands beside this one's
     record(tmp_path / "another", False, False, False, 0, 0.5, config=config, model="pit")
     assert load_runs(tmp_path / "another")["published"].isna().all()
+    # nor one published for another dataset (a preset's dataset overridden)
+    record(tmp_path / "elsewhere", False, False, False, 0, 0.5, config=config,
+           dataset="synthetic")
+    assert load_runs(tmp_path / "elsewhere")["published"].isna().all()
     for preset, top1 in (("paper_cifar10", (93.58, 94.53)), ("paper_cifar100", (73.81, 76.92)),
                          ("paper_tiny_imagenet", (57.07, 61.07))):
         published = compose_config([f"experiment={preset}"])["report"]["published"]["top1"]
