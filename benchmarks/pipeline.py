@@ -11,8 +11,8 @@ def benchmark(batch_size: int = 128, batches: int = 60, model_steps: int = 4) ->
     """Images/s of the pipeline alone (CIFAR-shaped, mixing on every batch: the
     official recipe mixes half of them) with 1 and ``os.cpu_count()`` worker
     threads, and of ``model=paper``'s SL-ViT training steps on the same batches,
-    with a flip only and with ``augmentation=paper``'s per-image layers (crop,
-    AutoAugment, erasing) inside the model; prints both and the ratio."""
+    with a flip only and with the recipe's per-image Keras layers (crop, RandAugment,
+    erasing) inside the model; prints both and the ratio."""
     import os
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -39,8 +39,8 @@ def benchmark(batch_size: int = 128, batches: int = 60, model_steps: int = 4) ->
 
     model_rates = {}
     recipes = {"flip only": {"horizontal_flip": True},
-               "augmentation=paper": {"horizontal_flip": True, "crop_padding": 4,
-                                      "policy": "autoaugment", "random_erasing": 0.25}}
+               "crop, RandAugment, erasing": {"horizontal_flip": True, "crop_padding": 4,
+                                              "policy": "randaugment", "random_erasing": 0.25}}
     for label, recipe in recipes.items():
         keras.utils.set_random_seed(0)
         model = build_vit(100, (32, 32, 3), spt=True, lsa=True, learnable_temperature=True,

@@ -22,9 +22,8 @@ from tests.helpers.config import compose
 from omegaconf import OmegaConf
 from scipy import stats
 
-from ablation.augment.autoaugment import CIFAR10_POLICY
 from ablation.augment.normalization import normalization_statistics
-from ablation.augment.official import apply_operation, from_config, magnitude
+from ablation.augment.official import CIFAR10_POLICY, apply_operation, from_config, magnitude
 from ablation.data.batches import Mixer
 from ablation.model import build_model
 from ablation.model.official_weights import load_official_weights

@@ -422,7 +422,7 @@ ROWS = [
     Row("crop padding (top, bottom, left, right)", per_preset(crop_padding),
         "augmentation.crop_padding; official.random_crop", each((4, 4, 4, 4)),
         f"{MAIN}: transforms.RandomCrop(img_size, padding=4)"),
-    Row("AutoAugment policy table", policy_table, "ablation/augment/autoaugment.py CIFAR10_POLICY",
+    Row("AutoAugment policy table", policy_table, "ablation/augment/official.py CIFAR10_POLICY",
         [(_NAMES.get(o1, o1), p1, m1, _NAMES.get(o2, o2), p2, m2)
          for p1, o1, m1, p2, o2, m2 in OFFICIAL_CIFAR10_POLICY],
         "utils/autoaug.py CIFAR10Policy"),

@@ -374,7 +374,7 @@ MUTATIONS = (
              "key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))",
              "key = (json.dumps(dict(cfg), sort_keys=True, default=str), 0)",
              "the next job of a sweep reuses the last seed's validation split"),
-    Mutation("layer_seed_ignores_run_seed", "ablation/augment/autoaugment.py",
+    Mutation("layer_seed_ignores_run_seed", "ablation/augment/chain.py",
              "return (int(seed) * 1_000_003", "return (0 * int(seed) * 1_000_003",
              "the in-model augmentation draws the same for every seed"),
     # --- a moved constant of the paper presets (tests/test_paper_constants.py)
@@ -431,7 +431,7 @@ MUTATIONS = (
     Mutation("erasing_tries", "ablation/augment/official.py",
              "for _ in range(100):", "for _ in range(10):",
              "random erasing gives up after 10 tries instead of 100"),
-    Mutation("policy_magnitude_moved", "ablation/augment/autoaugment.py",
+    Mutation("policy_magnitude_moved", "ablation/augment/official.py",
              '(("invert", 0.1, 7), ("contrast", 0.2, 6)),',
              '(("invert", 0.1, 7), ("contrast", 0.2, 5)),',
              "one AutoAugment sub-policy at another magnitude"),

@@ -1,5 +1,5 @@
 """Per-image augmentation inside the model: normalisation, the fused resize /
-flip / rotate / zoom, the official recipe's crop, AutoAugment and erasing,
+flip / rotate / zoom, the official recipe's crop and erasing, RandAugment,
 each random layer seeded on its own."""
 from ablation.augment.chain import build_augmentation
 

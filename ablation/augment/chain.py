@@ -2,14 +2,29 @@
 with the rest of the step, and the data stays plain numpy), in training only."""
 from __future__ import annotations
 
+import zlib
+
 import keras
 import numpy as np
 from keras import layers
 
 from ablation.augment.affine import AffineAugmentation
-from ablation.augment.autoaugment import RANGE, AutoAugment, layer_seed
 from ablation.augment.normalization import AdaptedNormalization, ChannelStatistics
 from ablation.config.choices import AUGMENTATION_IMPLEMENTATIONS
+
+RANGE = (0, 255)  # the raw pixels the recipe's layers see
+
+
+def layer_seed(seed: int | None, name: str) -> int | None:
+    """A seed for the random layer ``name`` of a run seeded with ``seed`` (None stays None).
+
+    Keras layers given the same integer seed draw the same uniforms at each
+    step (a flip would decide the sign of every rotation): deriving each
+    layer's seed from its name keeps them independent and runs reproducible.
+    """
+    if seed is None:
+        return None
+    return (int(seed) * 1_000_003 + zlib.crc32(name.encode())) % (2**31 - 1)
 
 
 def recipe_layers(crop_padding: int, policy: str | None, random_erasing: float,
@@ -17,7 +32,7 @@ def recipe_layers(crop_padding: int, policy: str | None, random_erasing: float,
                   ) -> tuple[list[layers.Layer], list[layers.Layer]]:
     """The official recipe's steps from Keras' own layers, (before normalisation, after
     it): ``crop_padding`` (a random crop of the zero-padded image; 0: none), ``policy``
-    (``autoaugment``: the CIFAR-10 policy, ``randaugment``, or None), ``random_erasing``
+    (``randaugment`` or None; AutoAugment runs only in the input pipeline), ``random_erasing``
     (a probability; 0: none). Mixup/CutMix need labels: :mod:`ablation.data.batches`.
     """
     before, after = [], []
@@ -33,14 +48,13 @@ def recipe_layers(crop_padding: int, policy: str | None, random_erasing: float,
                                                interpolation="nearest",
                                                seed=layer_seed(seed, "random_crop"),
                                                name="random_crop"))
-    if policy == "autoaugment":
-        before.append(AutoAugment("cifar10", seed=seed, name="autoaugment"))  # seeds its parts
-    elif policy == "randaugment":
+    if policy == "randaugment":
         before.append(layers.RandAugment(value_range=RANGE,
                                          seed=layer_seed(seed, "randaugment"),
                                          name="randaugment"))
     elif policy:
-        raise ValueError(f"augmentation.policy={policy!r}: use autoaugment, randaugment or null")
+        raise ValueError(f"augmentation.policy={policy!r} inside the model: use randaugment or "
+                         f"null (autoaugment: augmentation.implementation=official)")
     erasing = float(random_erasing)
     if erasing:
         # on normalised pixels: erase 2-40 % of the image (official sl, sh) with 0, the mean

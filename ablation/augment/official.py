@@ -21,8 +21,37 @@ from collections.abc import Mapping
 import numpy as np
 
 from ablation.augment import pil_ops
-from ablation.augment.autoaugment import CIFAR10_POLICY
 from ablation.augment.normalization import PIXEL_RANGE, ChannelStatistics
+
+# AutoAugment, CIFAR-10 policy (Cubuk et al. 2019; the table the official code's
+# CIFAR10Policy implements): 25 sub-policies of two (operation, probability, magnitude 0-9).
+CIFAR10_POLICY = [
+    (("invert", 0.1, 7), ("contrast", 0.2, 6)),
+    (("rotate", 0.7, 2), ("translate_x", 0.3, 9)),
+    (("sharpness", 0.8, 1), ("sharpness", 0.9, 3)),
+    (("shear_y", 0.5, 8), ("translate_y", 0.7, 9)),
+    (("autocontrast", 0.5, 8), ("equalize", 0.9, 2)),
+    (("shear_y", 0.2, 7), ("posterize", 0.3, 7)),
+    (("color", 0.4, 3), ("brightness", 0.6, 7)),
+    (("sharpness", 0.3, 9), ("brightness", 0.7, 9)),
+    (("equalize", 0.6, 5), ("equalize", 0.5, 1)),
+    (("contrast", 0.6, 7), ("sharpness", 0.6, 5)),
+    (("color", 0.7, 7), ("translate_x", 0.5, 8)),
+    (("equalize", 0.3, 7), ("autocontrast", 0.4, 8)),
+    (("translate_y", 0.4, 3), ("sharpness", 0.2, 6)),
+    (("brightness", 0.9, 6), ("color", 0.2, 8)),
+    (("solarize", 0.5, 2), ("invert", 0.0, 3)),
+    (("equalize", 0.2, 0), ("autocontrast", 0.6, 0)),
+    (("equalize", 0.2, 8), ("equalize", 0.6, 4)),
+    (("color", 0.9, 9), ("equalize", 0.6, 6)),
+    (("autocontrast", 0.8, 4), ("solarize", 0.2, 8)),
+    (("brightness", 0.1, 3), ("color", 0.7, 0)),
+    (("solarize", 0.4, 5), ("autocontrast", 0.9, 3)),
+    (("translate_y", 0.9, 9), ("translate_y", 0.7, 9)),
+    (("autocontrast", 0.9, 2), ("solarize", 0.8, 3)),
+    (("equalize", 0.8, 8), ("invert", 0.1, 3)),
+    (("translate_y", 0.7, 9), ("autocontrast", 0.9, 1)),
+]
 
 # The official SubPolicy's magnitude tables (index 0-9).
 RANGES = {

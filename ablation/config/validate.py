@@ -96,6 +96,13 @@ def validate(cfg) -> dict:
         if len(statistics["mean"]) != len(statistics["std"]):
             raise ConfigError("dataset.official_statistics: mean and std need one value "
                               "per channel each")
+    augmentation = cfg["augmentation"]
+    if augmentation["policy"] == "autoaugment" and augmentation["implementation"] != "official":
+        raise ConfigError(
+            f"augmentation.policy=autoaugment with augmentation.implementation="
+            f"{augmentation['implementation']}: AutoAugment runs only in the input pipeline, "
+            f"with the official code's semantics; use augmentation.implementation=official "
+            f"or augmentation.policy=randaugment")
     model = cfg["model"]
     if model["key_dim"] is None and model["dim"] % model["num_heads"]:
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""The official recipe's AutoAugment (ablation/augment/autoaugment.py and pil_ops.py):
+"""The official recipe's AutoAugment (ablation/augment/official.py and pil_ops.py):
 every operation against PIL itself, and the policy's draws."""
 import numpy as np
 import pytest
@@ -51,8 +51,7 @@ def pil_operation(name, value, sign):
 
 
 def policy_operations():
-    from ablation.augment.autoaugment import CIFAR10_POLICY
-    from ablation.augment.official import SIGNED
+    from ablation.augment.official import CIFAR10_POLICY, SIGNED
 
     keys = sorted({(name, index) for sub in CIFAR10_POLICY for name, _, index in sub})
     keys += [("shear_x", 9), ("color", 0)]  # not in the CIFAR-10 table: still PIL's

@@ -54,6 +54,19 @@ def test_bad_values_are_refused_with_one_line(override, words):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("implementation", ["fused", "keras_layers"])
+def test_autoaugment_is_refused_inside_the_model_and_randaugment_is_not(implementation):
+    inside = ("augmentation=paper", f"augmentation.implementation={implementation}")
+    with pytest.raises(ConfigError) as error:
+        validate(resolved(*inside))
+    assert str(error.value) == (
+        f"augmentation.policy=autoaugment with augmentation.implementation={implementation}: "
+        f"AutoAugment runs only in the input pipeline, with the official code's semantics; "
+        f"use augmentation.implementation=official or augmentation.policy=randaugment")
+    validate(resolved(*inside, "augmentation.policy=randaugment"))
+    validate(resolved("augmentation=paper"))   # implementation=official
+
+
 def test_cli_refuses_bad_input_before_training_and_writes_nothing(tmp_path):
     result = run_cli("experiment=smoke", "lsa=maybe", f"results_dir={tmp_path}",
                      "wandb.mode=offline")

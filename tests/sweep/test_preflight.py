@@ -149,7 +149,7 @@ TYPED = {
                             "augmentation.random_erasing=1.5 must be a probability in [0, 1]"),
     "mixing probability": ("augmentation.mixing.probability=0.5,2",
                            "augmentation.mixing.probability=2 must be a probability in [0, 1]"),
-    "unknown policy": ("augmentation.policy=autoaugment,autoaugmnet",
+    "unknown policy": ("augmentation.policy=randaugment,autoaugmnet",
                        "augmentation.policy='autoaugmnet' is not one of autoaugment, randaugment"),
     "drop path of 1": ("model.drop_path=0.1,1.0", "model.drop_path=1.0 must be a rate in [0, 1)"),
     "verbose of 3": ("trainer.verbose=0,3", "trainer.verbose=3 is not one of auto, 0, 1, 2"),
