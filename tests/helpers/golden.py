@@ -3,6 +3,7 @@ file was recorded with, a model's logits on its images, which of a model's value
 stand for each official parameter, a smoke-size training through the command; and the
 staged models' (PiT, Swin, T2T) checks against their golden files."""
 import json
+import re
 import sys
 
 import keras
@@ -55,25 +56,47 @@ def official_counterparts(model, names_shapes) -> dict:
     return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
+def drawn_errors(name: str, mine: np.ndarray, mean: float, std: float,
+                 sample: np.ndarray) -> list[str]:
+    """How the values ``mine`` are not drawn as official values of moments ``mean``
+    and ``std`` (one draw, whose spread is as noisy as ours: that counts for a small
+    tensor), and, given a ``sample`` of those, of their law."""
+    spread = (mine.std() + std) / 2
+    checks = {"mean": abs(mine.mean() - mean) <= 5 * spread * np.sqrt(2 / len(mine)),
+              "std": abs(mine.std() - std) <= 5 * spread / np.sqrt(len(mine)),
+              "law": not len(sample) or stats.ks_2samp(mine, sample).pvalue > P_FLOOR}
+    return [f"{name}: {check} (ours {mine.mean():.4g} +- {mine.std():.4g}, official "
+            f"{mean:.4g} +- {std:.4g})" for check, ok in checks.items() if not ok]
+
+
 def init_law_errors(model, golden, label: str) -> list[str]:
     """How ``model``'s initial values are not drawn as the official fresh model's
     recorded under ``label``: every official parameter's counterpart must have its
-    mean and spread (constants exactly), the sampled ones its law too."""
+    mean and spread (constants exactly), the sampled ones its law too; and so must
+    every kind of parameter, its blocks' pooled (the same name but for its indices,
+    the same shape: CaiT's 4 x 4 talking heads say little one by one)."""
     names = json.loads(str(golden[f"{label}_init_names"]))
-    shapes = [(n, tuple(s)) for n, s in json.loads(str(golden[f"{label}_names"]))]
-    ours = official_counterparts(model, shapes)
+    shapes = {n: tuple(s) for n, s in json.loads(str(golden[f"{label}_names"]))}
+    ours = official_counterparts(model, list(shapes.items()))
     wrong = [] if set(ours) == set(names) else [f"parameters {sorted(set(ours) ^ set(names))}"]
-    for name, (mean, std), sample in zip(names, golden[f"{label}_init_moments"],
-                                         golden[f"{label}_init_samples"]):
-        mine, sample = ours.get(name, np.zeros(1)), sample[~np.isnan(sample)]
-        if std == 0:   # LayerNorm, biases, the temperature
+    moments = dict(zip(names, golden[f"{label}_init_moments"]))
+    samples = {n: s[~np.isnan(s)] for n, s in zip(names, golden[f"{label}_init_samples"])}
+    kinds: dict = {}
+    for name in names:
+        (mean, std), mine = moments[name], ours.get(name, np.zeros(1))
+        if std == 0:   # LayerNorm, biases, the temperature, LayerScale
             wrong += [] if np.allclose(mine, mean, rtol=1e-6, atol=0) else [f"{name}: constant"]
             continue
-        checks = {"mean": abs(mine.mean() - mean) <= 5 * std * np.sqrt(2 / len(mine)),
-                  "std": abs(mine.std() / std - 1) <= 5 / np.sqrt(len(mine)),
-                  "law": not len(sample) or stats.ks_2samp(mine, sample).pvalue > P_FLOOR}
-        wrong += [f"{name}: {check} (ours {mine.mean():.4g} +- {mine.std():.4g}, official "
-                  f"{mean:.4g} +- {std:.4g})" for check, ok in checks.items() if not ok]
+        wrong += drawn_errors(name, mine, mean, std, samples[name])
+        kinds.setdefault((re.sub(r"(?<=\.)\d+(?=\.)", "#", name), shapes[name]), []).append(name)
+    for (kind, _), members in kinds.items():
+        if len(members) > 1:   # equal sizes: the pooled moments from each one's
+            means, stds = np.array([moments[n] for n in members]).T
+            mean = means.mean()
+            wrong += drawn_errors(
+                f"{kind} (pooled)", np.concatenate([ours.get(n, np.zeros(1)) for n in members]),
+                mean, np.sqrt(np.mean(stds ** 2 + means ** 2) - mean ** 2),
+                np.concatenate([samples[n] for n in members]))
     return wrong
 
 
