@@ -1,7 +1,7 @@
 """What the golden tests of every architecture share: the official weights a golden
 file was recorded with, a model's logits on its images, which of a model's values
 stand for each official parameter, a smoke-size training through the command; and the
-staged models' (PiT, Swin, T2T) checks against their golden files."""
+staged models' (PiT, Swin, T2T) and CaiT's checks against their golden files."""
 import json
 import re
 import sys
@@ -26,6 +26,9 @@ P_FLOOR = 1e-4  # a two-sample test's p-value below this says: not the official 
 # the official create_model's two sizes: CIFAR (32 px), Tiny-ImageNet (64 px), the presets'
 # patches following them
 STAGED_EXPERIMENTS = {32: ("experiment=paper_cifar100",), 64: ("experiment=paper_tiny_imagenet",)}
+# the image side over the patch side (16 unless named): CaiT's patch is 4 at 32 px and 8 at
+# 64 (create_model), T2T's soft splits reduce the image by 8
+PATCH_DIVISORS = {"cait": 8, "t2t": 8}
 
 
 def official_weights(label: str, golden) -> dict:
@@ -117,18 +120,23 @@ def staged_config(model: str, *overrides: str, size: int = 32) -> dict:
 
 def staged(model: str, spt: bool, lsa: bool, *overrides: str, size: int = 32,
            classes: int = 100):
-    """``model=<model>`` (pit, swin or t2t) as the official ``create_model`` builds it."""
+    """``model=<model>`` (cait, pit, swin or t2t) as the official ``create_model`` builds it."""
     cfg = staged_config(model, f"spt={spt}", f"lsa={lsa}", *overrides, size=size)
-    assert cfg["model"]["patch_size"] == size // (8 if model == "t2t" else 16)
+    assert cfg["model"]["patch_size"] == size // PATCH_DIVISORS.get(model, 16)
     return build_model(cfg, classes, (size, size, 3))
 
 
-def official_checks(model: str, golden):
-    """A staged model's checks against its golden file, for its test module to bind to
-    test names: the parameter counts of every spt/lsa combination at 32 and 64 px,
-    the logits for the official weights (plain, SPT + LSA) and every initial
-    parameter's law (:func:`init_law_errors`)."""
+def official_checks(model: str, golden, logit_overrides: dict | None = None):
+    """A staged model's (or CaiT's) checks against its golden file, for its test module
+    to bind to test names: the parameter counts of every spt/lsa combination at 32 and
+    64 px, the logits for the official weights (plain, SPT + LSA) and every initial
+    parameter's law (:func:`init_law_errors`). ``logit_overrides``: label -> the
+    overrides the model for its logits is built with; a label beyond the two is one
+    more SPT + LSA recording (CaiT's: the published -1e-9 mask and a real one)."""
     variants = [(model, False), (f"sl{model}", True)]
+    logit_overrides = dict(logit_overrides or {})
+    recorded = variants + [(label, True) for label in logit_overrides
+                           if label not in dict(variants)]
 
     @pytest.mark.parametrize("row", golden["param_counts"].tolist(),
                              ids=lambda row: "-".join(map(str, row)))
@@ -138,10 +146,11 @@ def official_checks(model: str, golden):
         assert sum(int(np.prod(w.shape)) for w in built.trainable_weights) == count
 
     @pytest.mark.jax_backend
-    @pytest.mark.parametrize("label, switches", variants)
+    @pytest.mark.parametrize("label, switches", recorded)
     def logits(label, switches):
-        built = load_official_weights(staged(model, switches, switches),
-                                      official_weights(label, golden))
+        built = load_official_weights(
+            staged(model, switches, switches, *logit_overrides.get(label, ())),
+            official_weights(label, golden))
         ours, expected = logits_of(built, golden), golden[f"{label}_logits"]
         assert np.abs(ours - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
         assert (ours.argmax(axis=1) == expected.argmax(axis=1)).all()
