@@ -54,6 +54,10 @@ SWIN_TESTS = _official_checks("swin", "the_lsa_mask_removes_each_windows_diagona
 T2T_TESTS = _official_checks(
     "t2t", "the_lsa_mask_removes_self_attention_in_every_attention",
     "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone")
+CAIT_TESTS = _official_checks(
+    "cait", "layer_scale_starts_as_the_official_by_position_in_its_stack",
+    "the_default_mask_is_not_the_official_one",
+    "the_lsa_mask_removes_self_attention_in_the_patch_stage_only")
 BUDGET_TEST = "tests/launchers/test_tuned_sweep.py::test_a_failed_trial_counts_against_its_variants_budget"
 
 
@@ -198,6 +202,32 @@ MUTATIONS = (
     Mutation("layer_norm_epsilon", "conf/model/paper.yaml",
              "layer_norm_epsilon: 1.0e-5", "layer_norm_epsilon: 1.0e-6",
              "LayerNorm epsilon 1e-6 instead of torch's 1e-5"),
+    # --- CaiT (ablation/model/cait.py unless named; tests/model/test_cait.py)
+    *(Mutation(f"cait_{name}", file or "ablation/model/cait.py", old, new, what, CAIT_TESTS)
+      for name, old, new, what, file in (
+        ("layer_scale_by_network_depth",
+         'layer_scale=layer_scale_init(i + 1),\n                                   name=f"block_{i}"',
+         'layer_scale=layer_scale_init(depth),\n                                   name=f"block_{i}"',
+         "every patch block's LayerScale starts at the network depth's value (1e-5), not "
+         "its position's", None),
+        ("class_layer_scale_after_the_patch_stage",
+         "layer_scale=layer_scale_init(i + 1),\n                                 class_attention",
+         "layer_scale=layer_scale_init(depth + i + 1),\n                                 "
+         "class_attention",
+         "the class blocks' LayerScale counted on after the patch stage (1e-6)", None),
+        ("layer_scale_small", "return 0.1", "return 0.01",
+         "LayerScale starts at 0.01 in the first 18 blocks of a stage", None),
+        ("kv_own_fans", "QKV_FUSED = (1, 2, 2)", "QKV_FUSED = (1, 1, 1)",
+         "k and v drawn with their own fans, not the fused to_kv's", None),
+        ("qkv_fused_as_vit", "QKV_FUSED = (1, 2, 2)", "QKV_FUSED = (3, 3, 3)",
+         "q, k and v drawn with the ViT's fused to_qkv fans", None),
+        ("talking_heads_half",
+         'if path.endswith(("class_token/token", "position_embedding/embedding",',
+         'if path.endswith("softmax_mixing"):\n'
+         "            return 0.5 * rng.standard_normal(shape)\n"
+         '        if path.endswith(("class_token/token", "position_embedding/embedding",',
+         "the talking-heads matrices drawn with sd 0.5, not standard normal",
+         "ablation/model/init.py"))),
     # --- PiT (ablation/model/pit.py unless named; tests/model/test_pit.py)
     *(Mutation(f"pit_{name}", file or "ablation/model/pit.py", old, new, what, PIT_TESTS)
       for name, old, new, what, file in (

@@ -23,8 +23,10 @@ inputs and writes ``tests/data/official_golden.npz``, which
 plain, SPT + LSA as published (its -1e-9 diagonal) and SPT + LSA with a real
 mask (the official forward with the diagonal set to -inf after the
 pre-softmax head mixing: the suite's default), the parameter counts of every
-spt/lsa combination at 32 px (100 classes) and 64 px (200 classes), and a
-fresh model's LayerScale values.
+spt/lsa combination at 32 px (100 classes) and 64 px (200 classes), a fresh
+model's LayerScale values, and a fresh model's parameters plain and SPT + LSA
+(as the PiT's below; a sample of those outside the patch stage and of its
+first block).
 
 ``--pit`` writes ``tests/data/official_golden_pit.npz`` (read by
 ``tests/model/test_pit.py``) likewise for the PiT (``--model pit``): the logits
@@ -347,6 +349,12 @@ def _masked_forward(self, x, context=None):
     return self.to_out(out)
 
 
+# CaiT's record: a sample of what is its own (embeddings, class token, the class-attention
+# blocks, head) and of the patch stage's first block, not of its 23 others
+CAIT_SAMPLED = (lambda name: not name.startswith("patch_transformer.")
+                or name.startswith("patch_transformer.layers.0."))
+
+
 def record_cait(record: dict, images: np.ndarray) -> None:
     import torch
     from models import cait
@@ -364,9 +372,13 @@ def record_cait(record: dict, images: np.ndarray) -> None:
                                  ("slcait", True, official_forward),
                                  ("slcait_masked", True, _masked_forward)):
         torch.manual_seed(0)
+        official = _cait(32, 100, flag, flag)
+        if forward is official_forward:   # the fresh model's laws (the mask draws nothing)
+            record_init(record, label, {k: v.detach() for k, v in official.named_parameters()},
+                        CAIT_SAMPLED)
         cait.Attention.forward = forward
         try:
-            record_logits(record, label, _cait(32, 100, flag, flag), x)
+            record_logits(record, label, official, x)
         finally:
             cait.Attention.forward = official_forward
 
