@@ -14,12 +14,9 @@ import pandas as pd
 
 from ablation.config import SWITCHES
 from ablation.config.switches import BASELINE_LABEL
-from ablation.report import latex_layout as tex
 from ablation.report.captions import NO_SPREAD_EFFECTS, block_architecture, own_name
-from ablation.report.escape import latex_text
-from ablation.report.latex import effects_columns
-from ablation.report.render import (LATEX, PLAIN, Style, block_title, effect_rows, gap, pct,
-                                    select_block)
+from ablation.report.latex import float_table
+from ablation.report.render import LATEX, Style, block_title, effect_rows, gap, pct, select_block
 from ablation.report.tables import (BASELINE, BLOCK, VARIANTS, blocks, effects_table,
                                     expected_variants, factorial_design, summarise, switch_key)
 
@@ -140,30 +137,16 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
     if table.empty:
         return ""
     out = []
-    caption = lambda text: latex_text(text, long_word=tex.LABEL_WORD)  # noqa: E731
     for key, block in table.groupby(BLOCK, sort=False):
         title, architecture = block_title(*key), block_architecture(block)
-        heads = {h: (tex.head_lines(own_name(h, architecture)),
-                     tex.head_lines(own_name(h, architecture), tex.HEAD_LINE_SQUEEZED))
-                 for h in HEADER + EFFECTS_HEADER}
-        rows = [_display_rows(block, style) for style in (LATEX, PLAIN)]
-        columns = [tex.Column(head, [r[i] for r in rows[0]], [r[i] for r in rows[1]],
-                              head_squeezed=squeezed,
-                              **(tex.ROW_NAME if i == 0 else tex.GAP if i >= 2 + len(MEASURES)
-                                 else tex.MEAN_SD if i >= 2 else {}))
-                   for i, (head, squeezed) in enumerate(heads[h] for h in HEADER)]
-        out += tex.float_table(caption(own_name(LOCALITY_CAPTION.format(title=title),
-                                                architecture)), columns,
-                               [latex_text(own_name(NOTE, architecture))],
-                               continued=caption(f"Attention locality: {title} (continued)."))
+        out += float_table(own_name(LOCALITY_CAPTION.format(title=title), architecture),
+                           [own_name(h, architecture) for h in HEADER],
+                           _display_rows(block, LATEX), [own_name(NOTE, architecture)])
         mine = select_block(effects, key)
         if not mine.empty:
             seeds = int(mine["seeds"].iloc[0])
-            out += tex.float_table(
-                caption(EFFECTS_CAPTION.format(title=title, seeds=seeds,
-                                               s="s" if seeds != 1 else "")),
-                effects_columns(mine, DECIMALS, [heads[h] for h in EFFECTS_HEADER[1:]]),
-                [latex_text(n) for n in effects_notes(mine)],
-                continued=caption(f"Factorial effects on attention locality: {title} "
-                                  "(continued)."))
+            out += float_table(EFFECTS_CAPTION.format(title=title, seeds=seeds,
+                                                      s="s" if seeds != 1 else ""),
+                               EFFECTS_HEADER, effect_rows(mine, LATEX, DECIMALS),
+                               effects_notes(mine))
     return "\n".join(out)

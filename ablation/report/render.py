@@ -81,8 +81,6 @@ MARKDOWN = Style("✓", "—", "±", "**{}**", markdown_text)
 LATEX = Style(r"\checkmark", "--", r"$\pm$", r"\textbf{{\boldmath {}}}", latex_text,
               lambda number: f"${number}$")
 HTML = Style("✓", "—", "±", "<b>{}</b>", html.escape)
-# as printed, for measuring a LaTeX cell's width (ablation.report.latex_layout)
-PLAIN = Style("✓", "–", "±", "{}", signed=lambda s: s.replace("-", "−", 1))
 
 
 def _signed(x: float, decimals: int = 2) -> str:
@@ -162,13 +160,14 @@ def row_cells(r, style: Style) -> tuple[dict[str, str], set[str]]:
     return cells, bold
 
 
-def display_rows(block: pd.DataFrame, style: Style) -> list[list[str]]:
-    """The block's rows as display strings, a significant Δ bold."""
+def display_rows(block: pd.DataFrame, style: Style, columns=None) -> list[list[str]]:
+    """The block's rows as display strings (every column of :func:`header`, or
+    ``columns``), a significant Δ bold."""
     rows = []
     for _, r in block.iterrows():
         cells, bold = row_cells(r, style)
         rows.append([style.bold.format(cells[h]) if h in bold else cells[h]
-                     for h in header(block)])
+                     for h in columns or header(block)])
     return rows
 
 

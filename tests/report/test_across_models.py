@@ -43,6 +43,7 @@ def test_each_block_names_its_own_plain_model(two_models):
     assert table.loc[("paper", "SL-ViT"), "paper_top1"] == 76.92
     latex = (two_models / "comparison.tex").read_text()
     assert "SL-CaiT" in latex and "SL-ViT" in latex
+    assert r"$\Delta$Top-1 vs CaiT" in (two_models / "comparison_full.tex").read_text()
 
 
 def test_the_locality_section_names_each_blocks_plain_model(two_models):
