@@ -10,8 +10,9 @@ diagonally (the official ``PatchShifting(2)``: SPT's shift, no patches) before
 the first soft split, which sees five times the channels; ``lsa`` masks the
 diagonal in every token transformer and every block; ``learnable_temperature``
 makes all their scales per-head variables. The locality probe measures the
-backbone's blocks; the token transformers, inside the tokenizer, are neither
-probed nor among :func:`~ablation.model.vit.temperatures`.
+backbone's blocks and the token transformers, each on its grid; the token
+transformers, inside the tokenizer, are not among
+:func:`~ablation.model.vit.temperatures`.
 """
 from __future__ import annotations
 
@@ -109,12 +110,19 @@ class TokensToToken(Configured, layers.Layer):
         self.norm.build((None, None, features))
         self.projection.build((None, None, features))
 
-    def call(self, images, training=None):
-        grid = shift_and_stack(images, 1) if self.shifted else images
+    def levels(self, images, training=None):
+        """(the soft split each token transformer reads, in order; the grid the last
+        split reads)."""
+        grid, splits = shift_and_stack(images, 1) if self.shifted else images, []
         for block in self.token_transformers:
             rows, cols = (grid.shape[1] + 1) // 2, (grid.shape[2] + 1) // 2
-            grid = ops.reshape(block(soft_split(grid), training=training),
+            splits.append(soft_split(grid))
+            grid = ops.reshape(block(splits[-1], training=training),
                                (-1, rows, cols, self.token_dim))
+        return splits, grid
+
+    def call(self, images, training=None):
+        grid = self.levels(images, training)[1]
         unused = ops.sum(self.norm.gamma) + ops.sum(self.norm.beta)
         tokens = self.projection(soft_split(grid))
         return tokens + ops.cast(0.0 * unused, tokens.dtype)

@@ -98,7 +98,9 @@ def _unusable_diagnostics(entry) -> str | None:
             and isinstance(layers, list) and all(
                 isinstance(layer, dict) and type(layer.get("layer")) is int
                 and all(isinstance(v, list) and all(map(_number, v))
-                        for k, v in layer.items() if k != "layer") for layer in layers)):
+                        for k, v in layer.items() if k != "layer") for layer in layers)
+            and isinstance(entry.get("left_out", {}), dict)
+            and all(type(n) is int and n > 0 for n in entry.get("left_out", {}).values())):
         return "its diagnostics are not the per-layer numbers a run records"
     return None
 

@@ -13,6 +13,7 @@ import logging
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import BASELINE_LABEL
 from ablation.report.captions import NO_SPREAD_EFFECTS, block_architecture, own_name
 from ablation.report.latex import float_table
@@ -47,6 +48,10 @@ LOCALITY_CAPTION = ("Attention locality: {title}. Mean attention distance (px) a
                     "and their gaps to the plain ViT paired by seed [95 % CI].")
 EFFECTS_CAPTION = ("Factorial effects of the switches on attention locality: {title}; "
                    "{seeds} seed{s}.")
+# why the probe left attention layers out (a record's diagnostics.left_out) -> what is said
+LEFT_OUT = {"class_attention": "{name}'s {n} class-attention layer{s} attend{v} from the class "
+                               "token only: no locality measured.",
+            None: "{name}'s {n} attention layer{s} on no grid of tokens: no locality measured."}
 
 
 def with_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
@@ -58,14 +63,24 @@ def with_diagnostics(runs: pd.DataFrame) -> pd.DataFrame:
     return done
 
 
+def left_out_lines(block: pd.DataFrame) -> list[str]:
+    """A line per kind of attention layer that the probe left out of the block's runs."""
+    name = ARCHITECTURES.get(block_architecture(block), "The model")
+    found = {(why, n) for d in block["diagnostics"] for why, n in d.get("left_out", {}).items()}
+    return [LEFT_OUT.get(why, LEFT_OUT[None]).format(
+        name=name, n=n, s="s" if n != 1 else "", v="" if n != 1 else "s") for why, n in sorted(found)]
+
+
 def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per block and variant (blocks holding diagnostics only)."""
+    """One row per block and variant (blocks holding diagnostics only); ``attrs["left_out"]``:
+    by block, :func:`left_out_lines`."""
     diag = with_diagnostics(runs)
-    rows = []
+    rows, left_out = [], {}
     for key, block in blocks(runs):
         mine = diag.loc[diag.index.intersection(block.index)]
         if mine.empty:
             continue
+        left_out[key] = left_out_lines(mine)
         keys = switch_key(mine)
         base = mine[keys == BASELINE].set_index("seed")
         for variant in expected_variants(block):
@@ -75,7 +90,9 @@ def locality_table(runs: pd.DataFrame) -> pd.DataFrame:
             for stem, _ in DECIMALS:
                 summarise(row, stem, ok[stem], base[stem], variant == BASELINE)
             rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["left_out"] = left_out
+    return table
 
 
 def locality_effects(runs: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +139,8 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
     for key, block in table.groupby(BLOCK, sort=False):
         out += [("h2", f"Locality: {block_title(*key)}"),
                 ("table", [own_name(h, block_architecture(block)) for h in HEADER],
-                 _display_rows(block, style))]
+                 _display_rows(block, style)),
+                *(("p", line) for line in table.attrs.get("left_out", {}).get(key, []))]
         mine = select_block(effects, key)
         if not mine.empty:
             out += [("md", f"Factorial effects on locality ({mine['seeds'].iloc[0]} seed(s)):"),

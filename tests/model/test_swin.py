@@ -1,7 +1,7 @@
 """The paper's Swin (``model=swin``): checked against the official code's recordings
 (``tools/official_golden.py --swin``: tests/data/official_golden_swin.npz) as PiT is,
 and in what is Swin's own: the windows' LSA mask in every stage, the linear stochastic
-depth, no locality probe, a save and load, a training through the command."""
+depth, a save and load, a training through the command."""
 import keras
 import numpy as np
 import pytest
@@ -72,8 +72,8 @@ def test_stochastic_depth_rises_linearly_over_the_blocks():
     np.testing.assert_allclose(rates, np.linspace(0.0, 0.1, 12), rtol=1e-6)
 
 
-def test_the_locality_probe_skips_windowed_blocks():
-    assert blocks(tiny_swin(False, True)) == []
+def test_the_locality_probe_measures_every_windowed_block():
+    assert [b.name for b in blocks(tiny_swin(False, True))] == [f"block_{i}" for i in range(4)]
 
 
 @pytest.mark.slow

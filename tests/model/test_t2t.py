@@ -37,9 +37,10 @@ def test_the_lsa_mask_removes_self_attention_in_every_attention(size):
     token_transformers = model.get_layer("patch_tokenizer").token_transformers
     shapes = [((size >> i + 1) ** 2, block.attention_norm.gamma.shape[0])   # the grid's tokens
               for i, block in enumerate(token_transformers)]
-    shapes += [tuple(block.input.shape[1:]) for block in blocks(model)]
+    backbone = [model.get_layer(f"block_{i}") for i in range(2)]
+    shapes += [tuple(block.input.shape[1:]) for block in backbone]
     rng, found = np.random.default_rng(0), []
-    for block, (count, width) in zip(token_transformers + blocks(model), shapes):
+    for block, (count, width) in zip(token_transformers + backbone, shapes):
         weights = keras.ops.convert_to_numpy(block.attention.attention_weights(
             keras.ops.convert_to_tensor(rng.normal(size=(2, count, width)), "float32")))
         assert np.abs(np.diagonal(weights, axis1=-2, axis2=-1)).max() == 0.0, block.name
@@ -49,15 +50,15 @@ def test_the_lsa_mask_removes_self_attention_in_every_attention(size):
         (65, 256, 4)] * 2
 
 
-def test_the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone():
+def test_the_blocks_drop_paths_rise_linearly_and_the_probe_reads_every_attention():
     model = tiny_t2t(False, True)
-    found = blocks(model)   # the backbone's blocks only: 4 x 4 tokens and a class token
-    assert [b.name for b in found] == ["block_0", "block_1"]
-    assert [b.drop_path_rate for b in found] == pytest.approx([0.0, 0.1])
+    found = blocks(model)   # the backbone's (4 x 4 tokens and a class token), then the tokenizer's
+    assert [b.name for b in found] == ["block_0", "block_1", "token_transformer_0"]
+    assert [b.drop_path_rate for b in found[:2]] == pytest.approx([0.0, 0.1])
     x = np.random.default_rng(2).uniform(0, 255, (3, 16, 16, 3)).astype("float32")
     measured = LocalityProbe(x, np.arange(3), batch_size=3, attention_maps=1).measure(model)
     assert measured["geometry"] == {"rows": 4, "cols": 4, "patch_size": 4}
-    assert [np.asarray(layer["self_attention"]).max() for layer in measured["layers"]] == [0, 0]
+    assert [np.asarray(layer["self_attention"]).max() for layer in measured["layers"]] == [0] * 3
 
 
 def test_a_trained_t2t_saves_and_loads_with_the_same_outputs(tmp_path):

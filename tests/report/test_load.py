@@ -74,11 +74,12 @@ def config(**trainer):
     {"config": {**BASE_CONFIG, "trainer": ["not", "a", "mapping"]}},
     {"diagnostics": {"summary": {"mean_distance_px": "far"}, "layers": []}},
     {"diagnostics": {**DIAGNOSTICS, "layers": [{"layer": "0", "mean_distance_px": [1]}]}},
+    {"diagnostics": {**DIAGNOSTICS, "left_out": {"class_attention": "two"}}},
     {"role": "final", "tuning": {"study": "s", "params": ["trainer.learning_rate"],
                                  "values": {"trainer.learning_rate": "fast"}, "trials": 3}},
     {"role": "trial", "tuning": {"study": 7, "params": [], "values": {}, "trials": 0}},
 ], ids=["batch as text", "negative passes", "fractional key_dim", "trainer a list",
-        "summary as text", "layer as text", "tuned value as text", "no search"])
+        "summary as text", "layer as text", "left out as text", "tuned value as text", "no search"])
 def test_a_record_the_report_cannot_use_is_skipped_with_one_line(tmp_path, caplog, bad):
     for spt, lsa in [(False, False), (True, False), (False, True), (True, True)]:
         record(tmp_path, spt, lsa, lsa, 0, 0.5 + 0.01 * (spt + 2 * lsa),

@@ -31,3 +31,27 @@ def test_runs_with_and_without_diagnostics_report_together(tmp_path):
     names = {p.name for p in report.files}
     assert {"locality_distance.png", "locality_entropy.png", "attention_maps.png",
             "locality.csv"} <= names
+
+
+def test_a_block_whose_probe_left_layers_out_says_which_in_one_line(tmp_path):
+    """A CaiT's class-attention layers, counted in its records: one line under its
+    table; a ViT's records (no ``left_out``) get none, and no column changes."""
+    from ablation.report import load_runs
+    from ablation.report.locality_table import elements, locality_table
+    from ablation.report.render import PLAIN
+    from tests.helpers.records import BASE_CONFIG, record
+
+    layers = [{"layer": 0, "mean_distance_px": [3.0], "normalized_entropy": [0.5]}]
+    for model, left_out in (("cait_tiny", {"class_attention": 2}), ("tiny", None)):
+        diagnostics = {"probe_images": 4, "layers": layers, "summary": {
+            "mean_distance_px": 3.0, "normalized_entropy": 0.5},
+            **({"left_out": left_out} if left_out else {})}
+        config = {**BASE_CONFIG, "model": {"name": model, "architecture": model.split("_")[0]}}
+        for spt in (False, True):
+            record(tmp_path, spt, False, False, 0, 0.5, model=model, config=config,
+                   extra={"diagnostics": diagnostics})
+    table = locality_table(load_runs(tmp_path))
+    lines = [e[1] for e in elements(table, table.iloc[:0], PLAIN) if e[0] == "p"]
+    assert lines == ["CaiT's 2 class-attention layers attend from the class token only: "
+                     "no locality measured."]
+    assert "left_out" not in table.columns
