@@ -38,7 +38,7 @@ def test_a_block_whose_probe_left_layers_out_says_which_in_one_line(tmp_path):
     table; a ViT's records (no ``left_out``) get none, and no column changes."""
     from ablation.report import load_runs
     from ablation.report.locality_table import elements, locality_table
-    from ablation.report.render import PLAIN
+    from ablation.report.render import MARKDOWN
     from tests.helpers.records import BASE_CONFIG, record
 
     layers = [{"layer": 0, "mean_distance_px": [3.0], "normalized_entropy": [0.5]}]
@@ -51,7 +51,7 @@ def test_a_block_whose_probe_left_layers_out_says_which_in_one_line(tmp_path):
             record(tmp_path, spt, False, False, 0, 0.5, model=model, config=config,
                    extra={"diagnostics": diagnostics})
     table = locality_table(load_runs(tmp_path))
-    lines = [e[1] for e in elements(table, table.iloc[:0], PLAIN) if e[0] == "p"]
+    lines = [e[1] for e in elements(table, table.iloc[:0], MARKDOWN) if e[0] == "p"]
     assert lines == ["CaiT's 2 class-attention layers attend from the class token only: "
                      "no locality measured."]
     assert "left_out" not in table.columns
