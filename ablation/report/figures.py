@@ -3,6 +3,7 @@ one colour and marker per variant, side-by-side offsets, a block's completed run
 and the door every figure is saved through (its text fitted first)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from ablation.report.tables import BLOCK, VARIANTS
 VARIANT_COLORS = dict(zip(VARIANTS.values(), ["#555555", "#1f77b4", "#ff7f0e", "#2ca02c",
                                                "#e377c2", "#8c564b", "#d62728", "#9467bd"]))
 MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*"]
+EM_PER_CHARACTER = 0.6  # a character's width in the font's size, on average (an estimate)
 
 
 def pyplot():
@@ -65,13 +67,48 @@ def by_variant(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                   key=lambda item: order.index(item[0]))
 
 
+def _wrap(words: str, inches: float, size: float) -> str:
+    """``words`` broken at spaces (a word too long alone, inside it) into lines of
+    about the characters ``inches`` holds at font ``size``."""
+    width = max(int(inches * 72 / (EM_PER_CHARACTER * size)), 6)
+    return "\n".join(textwrap.fill(line, width) for line in words.split("\n"))
+
+
+def fit(fig) -> None:
+    """Wrap every title, axis label, legend entry and category label of ``fig`` to
+    the width it is shown over, estimated from its panel's size (before layout), and
+    set it literally (a ``$`` is not mathematics); constrained layout then makes room."""
+    from matplotlib.ticker import FixedLocator
+
+    inches = fig.get_figwidth(), fig.get_figheight()
+    rooms = [(text, 0.95 * inches[0]) for text in fig.texts]
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        box = ax.get_position(original=True)
+        wide, high = box.width * inches[0], box.height * inches[1]
+        legend = ax.get_legend().get_texts() if ax.get_legend() else []
+        rooms += [(ax.title, wide), (ax.xaxis.label, wide), (ax.yaxis.label, high),
+                  *[(text, wide / 2) for text in legend], *[(text, wide) for text in ax.texts]]
+        for axis, length in ((ax.xaxis, wide), (ax.yaxis, high)):
+            labels = [label.get_text() for label in axis.get_majorticklabels()]
+            if isinstance(axis.get_major_locator(), FixedLocator) and any(labels):
+                size = axis.get_majorticklabels()[0].get_fontsize()
+                axis.set_ticks(axis.get_majorticklocs(),
+                               [_wrap(label, length / len(labels), size) for label in labels])
+                rooms += [(label, None) for label in axis.get_majorticklabels()]
+    for text, room in rooms:
+        text.set_parse_math(False)
+        if room is not None:
+            text.set_text(_wrap(text.get_text(), room, text.get_fontsize()))
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+
+
 def save_figure(fig, path: Path, dpi: int) -> Path:
-    """Fit ``fig``'s text to its room (:mod:`figure_text`), write it as a PNG at
-    ``path`` atomically, and close it."""
+    """Fit ``fig``'s text to its room (:func:`fit`), write it as a PNG at ``path``
+    atomically, and close it."""
     import io
 
     from ablation.files import atomic_write
-    from ablation.report.figure_text import fit
 
     try:
         fit(fig)
