@@ -15,6 +15,7 @@ from ablation.config.switches import BASELINE_LABEL
 from ablation.files import read_bytes
 from ablation.report.figures import (MARKERS, VARIANT_COLORS, by_variant, completed_runs, grid,
                                      pyplot, save_figure, seeds_text)
+from ablation.report.captions import block_architecture, own_name
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
 
@@ -74,11 +75,13 @@ def top1_bars(table: pd.DataFrame, path: Path) -> Path:
                         va="bottom", fontsize=7, xytext=(0, 3), textcoords="offset points")
         ax.set_xlim(-0.6, len(block) - 0.4)
         # upright variant names: saving wraps a long one to the space between ticks
-        ax.set_xticks(x, block["variant"], fontsize=8)
+        architecture = block_architecture(block)
+        ax.set_xticks(x, [own_name(v, architecture) for v in block["variant"]], fontsize=8)
         ok = block["top1_mean"].dropna()
         if len(ok):
             low = max(0.0, ok.min() - 3 * max(block["top1_std"].fillna(0).max(), 1.0))
-            ax.set_ylim(low, min(100.0, ok.max() + 6))
+            # room above the highest error bar for its two-line annotation
+            ax.set_ylim(low, min(100.0, np.nanmax(means + errs) + 6))
         ax.set_ylabel("test top-1 (%), final epoch")
         ax.set_title(f"{block_title(*key)}\n{n_text(block)}; error bars: ±1 sample sd "
                      "across seeds", fontsize=9)
@@ -123,8 +126,10 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
     for ax, key in zip(axes, keys):
         done = completed_runs(runs, key)
         metric, ylabel = _curve_metric(done)
+        architecture = block_architecture(done) if len(done) else "vit"
         for label, hist in _mean_history(done, metric).items():
-            ax.plot(hist.index, 100 * hist, label=label, **line_style(label))
+            ax.plot(hist.index, 100 * hist, label=own_name(label, architecture),
+                    **line_style(label))
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
