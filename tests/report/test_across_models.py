@@ -97,3 +97,28 @@ def test_one_model_has_no_summary(two_models):
     page = write_report(two_models, make_plots=False).markdown
     assert "Across models" not in page
     assert page.startswith("# Ablation: top-1 / top-5 against the plain ViT")
+
+
+def test_the_figures_name_each_blocks_own_models(two_models, monkeypatch):
+    """The top-1 panel's categories and the curves' legend say SL-CaiT in CaiT's panel."""
+    import matplotlib.figure
+
+    from ablation.report import write_report
+
+    shown = []
+    save = matplotlib.figure.Figure.savefig
+
+    def record_then_save(fig, *args, **kwargs):
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            shown.append((ax.get_title().split("\n")[0],
+                          [t.get_text() for t in ax.get_xticklabels()]
+                          + ([t.get_text() for t in legend.get_texts()] if legend else [])))
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record_then_save)
+    write_report(two_models, make_plots=True)
+    cait = [names for title, names in shown if "× cait" in title and "SL-CaiT" in names]
+    vit = [names for title, names in shown if "× paper" in title and "SL-ViT" in names]
+    assert len(cait) >= 2 and len(vit) >= 2  # the top-1 panel and the validation curves
+    assert not any("SL-ViT" in names for title, names in shown if "× cait" in title)
