@@ -52,11 +52,16 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # Hermetic: what the caller's shell exported about W&B, Keras, Hydra or a sweep
 # does not reach the tests (WANDB_SILENT=true hides lines a test reads,
 # KERAS_BACKEND=jax changes every figure); a test that needs one sets it.
+# VIT_ABLATION_TEST_BACKEND=torch runs a pass on another backend by hand, e.g. the
+# backend-marked tests where PyTorch is installed: -m jax_backend.
+_TEST_BACKEND = os.environ.get("VIT_ABLATION_TEST_BACKEND")
 for _name in [n for n in os.environ if n.startswith(("WANDB_", "HYDRA_", "VIT_ABLATION_"))
               or n in ("KERAS_BACKEND", "KERAS_HOME")]:
     del os.environ[_name]
 if os.environ.get(JAX_PASS) == "1":   # the jax_backend tests' own pass (test_jax_backend.py)
     os.environ["KERAS_BACKEND"] = "jax"
+elif _TEST_BACKEND:
+    os.environ["KERAS_BACKEND"] = _TEST_BACKEND
 
 # Workers for ``-n auto``. Most tests wait on a child process or train a small
 # model on one core, so one worker per core; at most 4, because the tests that

@@ -92,7 +92,8 @@ class SwinBlock(TransformerBlock):
         n = self.window * self.window
         bias = ops.take(self.relative_position_bias, relative_index(self.window).reshape(-1),
                         axis=0)
-        return ops.transpose(ops.reshape(bias, (n, n, -1)), (2, 0, 1))[None] + self.mask
+        # ops.add, not +: a PyTorch tensor plus a numpy array asks numpy to convert it
+        return ops.add(ops.transpose(ops.reshape(bias, (n, n, -1)), (2, 0, 1))[None], self.mask)
 
     def _rolled(self, grid, sign: int):
         """``grid`` (batch, side, side, dim) rolled by ``sign * shift`` on both axes."""

@@ -141,7 +141,7 @@ def query_sums(weights, distances, num_prefix: int, masked: bool, keys=None) -> 
     dist = ops.sum(patches * ops.convert_to_tensor(np.asarray(distances, "float32")), axis=-1)
     distance = ops.sum(dist / ops.maximum(mass, 1e-30), axis=-1)
     return {"entropy": ops.sum(entropy, axis=-1),
-            "normalized_entropy": ops.sum(entropy / log_keys, axis=-1),
+            "normalized_entropy": ops.sum(ops.divide(entropy, log_keys), axis=-1),
             "self_attention": self_weight, "mean_distance_px": distance}
 
 

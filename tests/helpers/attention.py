@@ -37,6 +37,12 @@ def gradients(layer, route, tokens, probe):
 
         by_weight, by_tokens = jax.grad(loss, argnums=(0, 1))([w.value for w in weights], tokens)
         found = [by_tokens, *by_weight]
+    elif keras.backend.backend() == "torch":
+        import torch
+
+        x = torch.tensor(np.asarray(tokens), requires_grad=True)
+        loss = keras.ops.sum(keras.ops.multiply(route(x), probe))
+        found = torch.autograd.grad(loss, [x, *(w.value for w in weights)])
     else:
         import tensorflow as tf
 

@@ -126,7 +126,7 @@ def test_statistics_match_attention_weights_computed_layer_by_layer():
     tokens = keras.Model(model.input, [b.input for b in blocks(model)])(images, training=False)
     for block, x, layer in zip(blocks(model), tokens, measured["layers"]):
         w = block.attention.attention_weights(block.attention_norm(x))
-        sums = {q: np.asarray(v) for q, v in query_sums(
+        sums = {q: keras.ops.convert_to_numpy(v) for q, v in query_sums(
             w, patch_distances(rows, cols, patch), 1, True).items()}
         expected = per_head_means(sums, x.shape[1], rows * cols)
         for q, values in expected.items():
