@@ -62,18 +62,14 @@ def header(block: pd.DataFrame) -> list[str]:
     return columns
 
 
-def _same(text: str) -> str:
-    return text
-
-
 @dataclass(frozen=True)
 class Style:
     on: str  # a switch that is on
     dash: str
     pm: str
     bold: str  # a format string with {}
-    escape: Callable[[str], str] = _same
-    signed: Callable[[str], str] = _same  # a signed number, "+1.23" / "-1.23"
+    escape: Callable[[str], str] = str
+    signed: Callable[[str], str] = str  # a signed number, "+1.23" / "-1.23"
 
 
 MARKDOWN = Style("✓", "—", "±", "**{}**", markdown_text)
@@ -286,7 +282,7 @@ def html_table(head, rows) -> str:
 
 MARKDOWN_SET = {"intro": lambda title, note: f"# {title}\n\n{note}",
                 "h2": lambda text: "## " + markdown_text(text), "table": md_table,
-                "md": _same, "p": lambda p: p if isinstance(p, str) else p(markdown_text)}
+                "md": str, "p": lambda p: p if isinstance(p, str) else p(markdown_text)}
 HTML_SET = {"intro": lambda title, note: f"<h1>{title}</h1><p>{html.escape(note)}</p>",
             "h2": lambda text: f"<h2>{html.escape(text)}</h2>", "table": html_table,
             "p": lambda p: f"<p>{html.escape(p if isinstance(p, str) else p(str))}</p>"}
