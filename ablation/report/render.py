@@ -167,17 +167,17 @@ def display_rows(block: pd.DataFrame, style: Style, columns=None) -> list[list[s
     return rows
 
 
-def effect_rows(effects: pd.DataFrame, style: Style, measures=(("top1", 2), ("top5", 2)),
-                bold: bool = True) -> list[list[str]]:
+def effect_rows(effects: pd.DataFrame, style: Style,
+                measures=(("top1", 2), ("top5", 2))) -> list[list[str]]:
     """Rows of factorial effects: the term, then each measure's effect [95 % CI] at its
-    decimals, bold where significant (``bold``: in the text itself)."""
+    decimals, bold where significant."""
     rows = []
     for _, r in effects.iterrows():
         row = [style.escape(r["term"].replace(" x ", " × "))]
         for stem, decimals in measures:
             text = gap(r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"], style,
                        decimals)
-            row.append(style.bold.format(text) if bold and significant(r, stem) else text)
+            row.append(style.bold.format(text) if significant(r, stem) else text)
         rows.append(row)
     return rows
 
