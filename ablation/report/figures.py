@@ -99,8 +99,6 @@ def fit(fig) -> None:
         text.set_parse_math(False)
         if room is not None:
             text.set_text(_wrap(text.get_text(), room, text.get_fontsize()))
-    if fig.get_layout_engine() is None:
-        fig.set_layout_engine("constrained")
 
 
 def save_figure(fig, path: Path, dpi: int) -> Path:
