@@ -282,10 +282,9 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
         if differing:
             log.warning("%s x %s: runs differ in %s; reported as separate blocks",
                         dataset, model, ", ".join(differing))
-            labels.loc[block.index] = block.apply(
-                lambda row, keys=tuple(differing): _label(row, keys), axis=1)
-        else:  # one block: a tuned one still says so
-            labels.loc[block.index] = block.apply(lambda row: _label(row, ()), axis=1)
+        # one block too: a tuned one still says so
+        labels.loc[block.index] = block.apply(
+            lambda row, keys=tuple(differing): _label(row, keys), axis=1)
     return labels
 
 
