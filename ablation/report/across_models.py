@@ -22,8 +22,6 @@ def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, l
     model, in the paper's order (its plain and SL comparison rows, None where missing,
     and its block's main effects by term)."""
     out = []
-    if table.empty:
-        return out
     order = list(ARCHITECTURES)
     for key, group in table.groupby(GROUP, sort=False, dropna=False):
         if group["model"].nunique() < 2:

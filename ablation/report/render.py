@@ -41,7 +41,7 @@ NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run o
 
 def title(table: pd.DataFrame) -> str:
     """The page's title: against the plain model of its one architecture, or of each."""
-    kinds = set(table["architecture"]) if "architecture" in table else {"vit"}
+    kinds = set(table["architecture"])
     return (own_name(TITLE, kinds.pop()) if len(kinds) == 1
             else TITLE.replace("the plain ViT", "each model's plain variant"))
 
@@ -54,7 +54,7 @@ def header(block: pd.DataFrame) -> list[str]:
     if shows_best_epoch(block):
         at = columns.index("Top-5 (%)") + 1
         columns[at:at] = list(BEST_COLUMNS)
-        if "paper_top1" in block and block["paper_top1"].notna().any():
+        if block["paper_top1"].notna().any():
             columns.insert(columns.index(next(iter(BEST_COLUMNS))) + 1, PAPER_COLUMN)
     if is_tuned(block):
         at = columns.index("n")
@@ -131,7 +131,7 @@ def row_cells(r, style: Style) -> tuple[dict[str, str], set[str]]:
     ok = r["status"] == "ok"
     is_base = r["variant"] == BASELINE_LABEL
     cells = {
-        "Variant": style.escape(own_name(r["variant"], r.get("architecture", "vit"))),
+        "Variant": style.escape(own_name(r["variant"], r["architecture"])),
         **{s.column: style.on if r[s.key] else "" for s in REGISTRY}, "n": style.escape(n),
         **{col: "ref." if is_base else gap(r[src], r[f"{src}_low"], r[f"{src}_high"], style)
            for col, src in GAPS.items()},
