@@ -174,13 +174,10 @@ def effects_table(key, block: pd.DataFrame, factors: list[str], measures: dict[s
     fitted = {name: factorial_effects(block, factors, column) for name, column in measures.items()}
     if any(e is None for e in fitted.values()):
         return None
-    first = next(iter(fitted.values()))
-    table = first.set_index("term")[["order"]].copy()
-    for name, effects in fitted.items():
-        effects = effects.set_index("term")
-        for col in EFFECT_COLUMNS:
-            table[f"{name}_{col}"] = effects[col]
-    table = table.reset_index()
+    first = next(iter(fitted.values()))  # every fit lists the same terms in one order
+    columns = [effects[list(EFFECT_COLUMNS)].add_prefix(f"{name}_")
+               for name, effects in fitted.items()]
+    table = pd.concat([first[["term", "order"]], *columns], axis=1)
     labels = factor_labels(factors)
     table["term"] = [joiner.join(labels[f] for f in t.split(" x ")) for t in table["term"]]
     for i, (column, value) in enumerate(zip(BLOCK, key)):
