@@ -3,6 +3,7 @@ one colour and marker per variant, side-by-side offsets, a block's completed run
 and the door every figure is saved through (its text fitted first)."""
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.files import atomic_write
 from ablation.report.tables import BLOCK, VARIANTS
 
 # One fixed colour and marker per variant, in VARIANTS order, the same in every
@@ -104,10 +106,6 @@ def fit(fig) -> None:
 def save_figure(fig, path: Path, dpi: int) -> Path:
     """Fit ``fig``'s text to its room (:func:`fit`), write it as a PNG at ``path``
     atomically, and close it."""
-    import io
-
-    from ablation.files import atomic_write
-
     try:
         fit(fig)
         buffer = io.BytesIO()
