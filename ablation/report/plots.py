@@ -118,8 +118,9 @@ def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
     return "test/top1", "test top-1 (%), every epoch"
 
 
-def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
-    """The figure of :func:`val_curves`, open."""
+def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Validation top-1 per epoch (test top-1 under the official protocol), one line
+    per variant (mean over seeds)."""
     plt = pyplot()
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
     fig, axes = grid(plt, len(keys))
@@ -137,13 +138,6 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
         ax.set_title(f"{block_title(*key)}\n{ylabel} per variant, {seeds}", fontsize=9)
         if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
             ax.legend(fontsize=7)
-    return plt, fig
-
-
-def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
-    """Validation top-1 per epoch (test top-1 under the official protocol), one line
-    per variant (mean over seeds)."""
-    _, fig = val_figure(table, runs)
     return save_figure(fig, path, dpi=120)
 
 
