@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import BASELINE_LABEL, SL_LABEL
 from ablation.report.tables import BLOCK
 
@@ -19,10 +18,10 @@ PAPER_NOTE = ("Paper: the published best-epoch top-1, plain → SL (not a run of
 
 def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, list[dict]]]:
     """For each dataset, protocol and setting that two models or more ran: one row per
-    model, in the paper's order (its plain and SL comparison rows, None where missing,
-    and its block's main effects by term)."""
+    model, in the table's order, which is the paper's (:func:`ablation.report.tables.blocks`):
+    its plain and SL comparison rows, None where missing, and its block's main effects by
+    term."""
     out = []
-    order = list(ARCHITECTURES)
     for key, group in table.groupby(GROUP, sort=False, dropna=False):
         if group["model"].nunique() < 2:
             continue
@@ -37,8 +36,6 @@ def summaries(table: pd.DataFrame, effects: pd.DataFrame) -> list[tuple[tuple, l
                          "sl": sl.iloc[0] if len(sl) else None,
                          "effects": {e["term"]: e for _, e in block.iterrows()
                                      if e["order"] == 1}})
-        rows.sort(key=lambda r: (order.index(r["architecture"]) if r["architecture"] in order
-                                 else len(order), r["model"]))
         out.append((key, rows))
     return out
 
