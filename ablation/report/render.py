@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ablation.config.switches import BASELINE_LABEL, REGISTRY
-from ablation.report import across_models, power
+from ablation.config.switches import BASELINE_LABEL, REGISTRY, SL_LABEL
+from ablation.report import power
 from ablation.report.captions import (BEST_COLUMNS, FACTORIAL_NOTE, GAPS, NO_SPREAD_EFFECTS,
                                       SPEED_MARK, block_architecture, finite, is_tuned, notes,
                                       own_name, shows_best_epoch, significant, speed_shown)
@@ -37,6 +37,13 @@ NO_INTERVAL_NOTE = ("No interval with one seed: the interval is made of the spre
                     "seeds.")
 NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run of every "
                       "variant, so the switches cannot be told apart from the seed.")
+ACROSS_GROUP = [key for key in BLOCK if key != "model"]
+ACROSS_CAPTION = ("Each model against its own plain variant, never another model's: top-1 mean "
+                  "± sd over seeds; Δ SL paired by seed within the model [95 % t-interval, "
+                  "uncorrected]; main effects from the model's factorial (its block above). "
+                  "Nothing is bold here: the corrections are made within each block.")
+ACROSS_PAPER_NOTE = ("Paper: the published best-epoch top-1, plain → SL (not a run of this "
+                     "suite), beside its final-epoch means.")
 
 
 def title(table: pd.DataFrame) -> str:
@@ -230,11 +237,18 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
 
 
 def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[tuple]:
-    """The models side by side (:mod:`ablation.report.across_models`), where a dataset
-    and protocol has two models or more."""
+    """The models side by side, as the paper's table, for each dataset, protocol and
+    setting that two models or more ran: a row per model, in the table's order, which is
+    the paper's (:func:`ablation.report.tables.blocks`), with its plain and SL top-1, the
+    SL gain within that model and the switches' main effects."""
     out = []
-    for (dataset, protocol, setting), rows in across_models.summaries(table, effects):
-        names = across_models.terms(rows)
+    for (dataset, protocol, setting), group in table.groupby(ACROSS_GROUP, sort=False,
+                                                             dropna=False):
+        if group["model"].nunique() < 2:
+            continue
+        rows = [_model_summary(mine, select_block(effects, (dataset, model, protocol, setting)))
+                for model, mine in group.groupby("model", sort=False)]
+        names = list(dict.fromkeys(t for row in rows for t in row["effects"]))  # main effects
         paper = any(r[side] is not None and finite(r[side].get("paper_top1"))
                     for r in rows for side in ("plain", "sl"))
         head = ["Model", "n (plain, SL)", "Top-1 plain (%)", "Top-1 SL (%)", "ΔTop-1 SL (pp)",
@@ -243,8 +257,17 @@ def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) ->
         out += [("h2", f"Across models: {dataset}, {protocol} protocol"
                  + (f" ({setting})" if setting else "")),
                 ("table", head, [_across_row(r, names, paper, style) for r in rows]),
-                ("p", across_models.CAPTION + (" " + across_models.PAPER_NOTE if paper else ""))]
+                ("p", ACROSS_CAPTION + (" " + ACROSS_PAPER_NOTE if paper else ""))]
     return out
+
+
+def _model_summary(mine: pd.DataFrame, effects: pd.DataFrame) -> dict:
+    """One model's plain and SL comparison rows (None where missing) and its block's
+    main effects by term."""
+    plain, sl = (mine[mine["variant"] == label] for label in (BASELINE_LABEL, SL_LABEL))
+    return {"model": mine["model"].iloc[0], "architecture": mine["architecture"].iloc[0],
+            "plain": plain.iloc[0] if len(plain) else None, "sl": sl.iloc[0] if len(sl) else None,
+            "effects": {e["term"]: e for _, e in effects.iterrows() if e["order"] == 1}}
 
 
 def _across_row(r: dict, names: list[str], paper: bool, style: Style) -> list[str]:
