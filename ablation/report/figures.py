@@ -31,10 +31,10 @@ def pyplot():
     return plt
 
 
-def grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
+def grid(count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
     """A figure of ``count`` panels, ``cols`` to a row, laid out around its text."""
     rows = -(-count // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+    fig, axes = pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
                              layout="constrained")
     return fig, axes.ravel()
 

@@ -131,16 +131,15 @@ def figure(trials: pd.DataFrame, path: Path) -> Path | None:
     from matplotlib import ticker
     from matplotlib.lines import Line2D
 
-    from ablation.report.figures import MARKERS, VARIANT_COLORS, dodge, grid, pyplot, save_figure
+    from ablation.report.figures import MARKERS, VARIANT_COLORS, dodge, grid, save_figure
     from ablation.report.tables import VARIANTS
 
     done = trials[trials["status"] == "completed"]
     if done.empty:
         return None
-    plt = pyplot()
     order = list(VARIANTS.values())
     groups = list(done.groupby(["dataset", "model"], sort=True))
-    fig, axes = grid(plt, len(groups))
+    fig, axes = grid(len(groups))
     for ax, ((dataset, model), block) in zip(axes, groups):
         key = block["params"].iloc[0][0]
         values = block["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)
