@@ -93,8 +93,5 @@ def report_run_id(group: str | None, directory: Path) -> str:
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """wandb.Table wants plain Python scalars."""
-    out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == bool:
-            out[col] = out[col].astype(int)
+    out = frame.astype({col: int for col in frame.select_dtypes(bool).columns})
     return out.astype(object).where(out.notna(), None)
