@@ -149,6 +149,11 @@ def validate_history(history: list) -> None:
     _check_history(history)
 
 
+# Top-5 counts every image top-1 counts: a smaller top-5 is a wrong record. Both are
+# means over the same images, so only float round-off may separate equal values.
+_ROUND_OFF = 1e-9
+
+
 def validate_record(record: Any) -> None:
     """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
     if not isinstance(record, dict):
@@ -158,23 +163,13 @@ def validate_record(record: Any) -> None:
         raise SchemaError(f"schema: unknown schema {_short(version)} "
                           f"(this version reads {SCHEMA_VERSION})")
     _validate(Record, record)
+    metrics = record.get("metrics") or {}
     if record["status"] == "completed":  # a failed run may have measured nothing
-        metrics = record.get("metrics") or {}
         for key in ("test_top1", "test_top5"):
             if metrics.get(key) is None:
                 raise SchemaError(f"metrics.{key}: required when status is completed")
-    _check_consistency(record)
-
-
-# Top-5 counts every image top-1 counts: a smaller top-5 is a wrong record. Both are
-# means over the same images, so only float round-off may separate equal values.
-_ROUND_OFF = 1e-9
-
-
-def _check_consistency(record: dict) -> None:
-    """What types cannot say: top-5 >= top-1, history accuracies in [0, 1],
-    history epochs strictly increasing."""
-    metrics = record.get("metrics") or {}
+    # what types cannot say: top-5 >= top-1, history accuracies in [0, 1], history
+    # epochs strictly increasing
     for top1, top5 in (("test_top1", "test_top5"), ("best_test_top1", "best_test_top5")):
         a, b = metrics.get(top1), metrics.get(top5)
         if a is not None and b is not None and b < a - _ROUND_OFF:
