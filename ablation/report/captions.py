@@ -94,7 +94,6 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
     to what comes from the records. ``compact``: for the paper's table, which shows
     top-1 only and the runs that did not complete in a note of their own."""
     protocol = block["protocol"].iloc[0]
-    sizes = block["test_images"].dropna()
     tests = int(block["d_top1_p"].notna().sum())
     parts = [SYNTHETIC_NOTE] if (block["dataset"] == "synthetic").any() else []
     parts.append(f"Protocol: {escape(str(protocol))} "
@@ -116,7 +115,7 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
               (f"Bold: significant at 5 % after Holm's correction across the block's {tests} "
                "Δ test(s) of that metric, so an interval that excludes zero need not be bold."
                if tests else "No Δ could be tested (one seed, or no spread): nothing is bold."),
-              image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
+              image_worth(block["test_images"].iloc[0]) + "."]
     shown = ["d_top1"] if compact else list(GAPS.values())
     if block[[f"{c}_no_spread" for c in shown]].fillna(False).to_numpy().any():
         parts.append(NO_SPREAD.format("paired differences"))

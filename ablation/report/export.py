@@ -32,11 +32,9 @@ def decimals(test_images: float, seeds: float) -> int:
 
 
 def _block_decimals(table: pd.DataFrame) -> dict[tuple, int]:
-    out = {}
-    for key, block in table.groupby(BLOCK, sort=False, dropna=False):
-        sizes = block["test_images"].dropna()
-        out[tuple(key)] = decimals(sizes.iloc[0] if len(sizes) else np.nan, block["n"].max())
-    return out
+    """Each block's decimals; its test-set size is one per block (comparison())."""
+    return {tuple(key): decimals(block["test_images"].iloc[0], block["n"].max())
+            for key, block in table.groupby(BLOCK, sort=False, dropna=False)}
 
 
 def _round(frame: pd.DataFrame, columns, places: dict[tuple, int]) -> pd.DataFrame:
