@@ -306,8 +306,6 @@ def _drop_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
     ranked = runs.assign(_done=runs["status"].eq("completed")).sort_values(
         ["_done", "finished_at"])
     kept = ranked.drop_duplicates(key, keep="last")
-    if len(kept) < len(runs):
-        dropped = ranked.index.difference(kept.index)
-        for path in runs.loc[dropped, "path"]:
-            log.warning("skipping %s: a later run of the same variant and seed is reported", path)
+    for path in runs.loc[ranked.index.difference(kept.index), "path"]:
+        log.warning("skipping %s: a later run of the same variant and seed is reported", path)
     return kept.drop(columns="_done").sort_index()
