@@ -50,7 +50,7 @@ def own_name(text: str, architecture) -> str:
 
 
 def block_architecture(block: pd.DataFrame) -> str:
-    return block["architecture"].iloc[0] if "architecture" in block else "vit"
+    return block["architecture"].iloc[0]
 
 
 def finite(x) -> bool:
@@ -68,12 +68,12 @@ def image_worth(test_images) -> str:
 
 def shows_best_epoch(block: pd.DataFrame) -> bool:
     """Whether the block carries the best-epoch accuracies (official protocol)."""
-    return bool(block["best_top1_mean"].notna().any()) if "best_top1_mean" in block else False
+    return bool(block["best_top1_mean"].notna().any())
 
 
 def is_tuned(block: pd.DataFrame) -> bool:
     """Whether the block holds a tuned sweep's final runs."""
-    return "tuning" in block and block["tuning"].map(lambda e: isinstance(e, dict)).any()
+    return bool(block["tuning"].map(lambda e: isinstance(e, dict)).any())
 
 
 def speed_shown(row) -> bool:
@@ -94,8 +94,7 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
     to what comes from the records. ``compact``: for the paper's table, which shows
     top-1 only and the runs that did not complete in a note of their own."""
     protocol = block["protocol"].iloc[0]
-    sizes = block["test_images"].dropna()
-    tests = int(block["d_top1_p"].notna().sum()) if "d_top1_p" in block else 0
+    tests = int(block["d_top1_p"].notna().sum())
     parts = [SYNTHETIC_NOTE] if (block["dataset"] == "synthetic").any() else []
     parts.append(f"Protocol: {escape(str(protocol))} "
                  f"({PROTOCOLS.get(protocol, 'as recorded')}).")
@@ -116,11 +115,11 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
               (f"Bold: significant at 5 % after Holm's correction across the block's {tests} "
                "Δ test(s) of that metric, so an interval that excludes zero need not be bold."
                if tests else "No Δ could be tested (one seed, or no spread): nothing is bold."),
-              image_worth(sizes.iloc[0] if len(sizes) else None) + "."]
+              image_worth(block["test_images"].iloc[0]) + "."]
     shown = ["d_top1"] if compact else list(GAPS.values())
     if block[[f"{c}_no_spread" for c in shown]].fillna(False).to_numpy().any():
         parts.append(NO_SPREAD.format("paired differences"))
-    parts.append(power.sentence(block) if "top1_power_seeds" in block else None)
+    parts.append(power.sentence(block))
     slow = block.apply(lambda r: not speed_shown(r), axis=1).astype(bool)
     hidden = block[slow & (block["status"] == "ok")]
     if len(hidden) and not compact:
@@ -131,8 +130,7 @@ def notes(block: pd.DataFrame, escape=str, compact: bool = False) -> list[str]:
                      "(comparison.csv keeps images_per_s and timed_steps).")
     parts += [not_completed_sentence(block) if compact else "",
               escape(protocol_sentence(block))]
-    sources = sorted({str(s) for s in block.get("paper_source", pd.Series(dtype=object))
-                      if isinstance(s, str)})
+    sources = sorted({s for s in block["paper_source"] if isinstance(s, str)})
     if sources:
         parts.append(f"Paper top-1: the best-epoch test top-1 the paper published for this "
                      f"variant and dataset, its official code's measure, beside this block's "
@@ -174,8 +172,6 @@ def short_caption(block: pd.DataFrame, title: str, full: bool = False) -> str:
 
 def code_sentence(block: pd.DataFrame, escape=str) -> str:
     """Which code the block's runs came from; said plainly when it is more than one."""
-    if "code" not in block:
-        return ""
     codes = sorted({escape(c) for cell in block["code"].dropna()
                     for c in str(cell).split(" | ") if c})
     if not codes:
@@ -185,7 +181,7 @@ def code_sentence(block: pd.DataFrame, escape=str) -> str:
     else:
         text = (f"MIXED CODE: the runs of this block came from {len(codes)} versions of the "
                 f"code ({'; '.join(codes)}), so a gap may reflect the code, not the switch.")
-    if block.get("code_resumed_under_other", pd.Series(dtype=bool)).fillna(False).any():
+    if block["code_resumed_under_other"].any():
         text += (" Some runs were resumed under other code than they started with "
                  "(code_history in their records).")
     return text

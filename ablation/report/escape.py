@@ -32,11 +32,7 @@ def csv_cell(value):
 
 def csv_text(frame: pd.DataFrame) -> str:
     """``frame.to_csv(index=False)`` with every text cell made safe (:func:`csv_cell`)."""
-    frame = frame.copy()
-    for column in frame.columns:
-        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
-            frame[column] = frame[column].map(csv_cell)
-    return frame.to_csv(index=False)
+    return frame.map(csv_cell).to_csv(index=False)
 
 
 def _printable(char: str) -> bool:

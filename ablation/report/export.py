@@ -32,19 +32,15 @@ def decimals(test_images: float, seeds: float) -> int:
 
 
 def _block_decimals(table: pd.DataFrame) -> dict[tuple, int]:
-    out = {}
-    for key, block in table.groupby(BLOCK, sort=False, dropna=False):
-        sizes = block["test_images"].dropna()
-        out[tuple(key)] = decimals(sizes.iloc[0] if len(sizes) else np.nan, block["n"].max())
-    return out
+    """Each block's decimals; its test-set size is one per block (comparison())."""
+    return {tuple(key): decimals(block["test_images"].iloc[0], block["n"].max())
+            for key, block in table.groupby(BLOCK, sort=False, dropna=False)}
 
 
 def _round(frame: pd.DataFrame, columns, places: dict[tuple, int]) -> pd.DataFrame:
     frame = frame.copy()
     keys = list(zip(*(frame[c] for c in BLOCK)))
     for col in columns:
-        if col not in frame:
-            continue
         values = frame[col].astype(float)
         frame[col] = [round(v, places.get(k, UNKNOWN_SIZE_DECIMALS)) if np.isfinite(v) else v
                       for v, k in zip(values, keys)]
@@ -53,18 +49,14 @@ def _round(frame: pd.DataFrame, columns, places: dict[tuple, int]) -> pd.DataFra
 
 def comparison_csv(table: pd.DataFrame) -> str:
     """``comparison.csv``: percentages rounded per block, counts and times plain."""
-    if table.empty:
-        return csv_text(table)
     gaps = [f"d_{m}{s}" for m in ("top1", "top5") for s in GAP_SUFFIXES]
     out = _round(table, [*POINTS, *gaps], _block_decimals(table))
     for col in ("tuned_values", "tuning", "final_seeds"):  # a tuned block's search, as JSON
-        if col in out:
-            out[col] = out[col].map(lambda v: "" if v is None or v is np.nan
-                                    else json.dumps(v, sort_keys=True))
+        out[col] = out[col].map(lambda v: "" if v is None or v is np.nan
+                                else json.dumps(v, sort_keys=True))
     for col, places in (("images_per_s", 1), ("train_seconds", 2), ("top1_correct", 6),
                         ("top5_correct", 6), ("d_top1_images", 6), ("d_top5_images", 6)):
-        if col in out:
-            out[col] = out[col].astype(float).round(places)
+        out[col] = out[col].astype(float).round(places)
     return csv_text(out)
 
 

@@ -3,6 +3,7 @@ one colour and marker per variant, side-by-side offsets, a block's completed run
 and the door every figure is saved through (its text fitted first)."""
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ablation.config import SWITCHES
+from ablation.files import atomic_write
 from ablation.report.tables import BLOCK, VARIANTS
 
 # One fixed colour and marker per variant, in VARIANTS order, the same in every
@@ -29,10 +31,10 @@ def pyplot():
     return plt
 
 
-def grid(plt, count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
+def grid(count: int, width: float = 6.5, height: float = 3.6, cols: int = 1):
     """A figure of ``count`` panels, ``cols`` to a row, laid out around its text."""
     rows = -(-count // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
+    fig, axes = pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False,
                              layout="constrained")
     return fig, axes.ravel()
 
@@ -99,17 +101,11 @@ def fit(fig) -> None:
         text.set_parse_math(False)
         if room is not None:
             text.set_text(_wrap(text.get_text(), room, text.get_fontsize()))
-    if fig.get_layout_engine() is None:
-        fig.set_layout_engine("constrained")
 
 
 def save_figure(fig, path: Path, dpi: int) -> Path:
     """Fit ``fig``'s text to its room (:func:`fit`), write it as a PNG at ``path``
     atomically, and close it."""
-    import io
-
-    from ablation.files import atomic_write
-
     try:
         fit(fig)
         buffer = io.BytesIO()

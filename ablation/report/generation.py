@@ -45,14 +45,9 @@ def report_name(name: str) -> bool:
     return name in REPORT_NAMES or any(Path(name).match(g) for g in REPORT_GLOBS)
 
 
-def _earlier_files(out: Path) -> list[Path]:
-    """The files of the earlier generation that its manifest lists and a report writes."""
-    return _manifest(out)[0]
-
-
 def _manifest(out: Path) -> tuple[list[Path], str | None]:
-    """(the earlier generation's files, as :func:`_earlier_files`; why ``report.json``
-    could not be read, or None when it is absent or read)."""
+    """(the files of the earlier generation that its manifest lists and a report
+    writes; why ``report.json`` could not be read, or None when it is absent or read)."""
     if not os.path.lexists(out / MANIFEST):
         return [], None
     try:
@@ -144,8 +139,8 @@ def generation(out: Path) -> Iterator[Generation]:
         recover(out)
 
 
-def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:
-    """Remove all but the newest ``keep`` report generations in ``out/.replaced/``;
+def prune_replaced(out: Path) -> list[Path]:
+    """Remove all but the newest :data:`KEEP_REPLACED` report generations in ``out/.replaced/``;
     entries holding anything else are kept."""
     folder = out / REPLACED_DIR
     if not is_folder(folder):  # absent, or a link: nothing of this report's
@@ -158,7 +153,7 @@ def prune_replaced(out: Path, keep: int = KEEP_REPLACED) -> list[Path]:
 
     generations = sorted((e for e in entries(folder) if report_only(e)),
                          key=lambda e: e.name.removeprefix("report-"))
-    removed = generations[:-keep] if keep else generations
+    removed = generations[:-KEEP_REPLACED]
     for entry in removed:
         remove_tree(entry)
     return removed

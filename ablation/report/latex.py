@@ -92,16 +92,22 @@ def block_table(key, block: pd.DataFrame, effects: pd.DataFrame, full: bool) -> 
     return float_table(short_caption(block, block_title(*key), full), head, rows, said, group)
 
 
+def effects_float(key, mine: pd.DataFrame, what: str, head: list[str], measures,
+                  said: list[str]) -> list[str]:
+    """A block's factorial effects on ``what``: ``head``, a row per term of each measure
+    (stem, decimals), ``said`` beneath."""
+    seeds = int(mine["seeds"].iloc[0])
+    caption = (f"Factorial effects of the switches on {what}: {block_title(*key)}; "
+               f"{seeds} seed{'s' if seeds != 1 else ''}.")
+    return float_table(caption, head, effect_rows(mine, LATEX, measures), said)
+
+
 def factorial_table(key, mine: pd.DataFrame, full: bool) -> list[str]:
     metrics = ("top1", "top5") if full else ("top1",)
-    seeds = int(mine["seeds"].iloc[0])
-    caption = (f"Factorial effects of the switches on test "
-               f"{'top-1 and top-5' if full else 'top-1'} (percentage points): "
-               f"{block_title(*key)}; {seeds} seed{'s' if seeds != 1 else ''}.")
     said = [factorial_note(mine), factorial_caption(mine, metrics)]
-    return float_table(caption, FACTORIAL_HEADER[:1 + len(metrics)],
-                       effect_rows(mine, LATEX, [(m, 2) for m in metrics]),
-                       [s for s in said if s])
+    return effects_float(key, mine, f"test {'top-1 and top-5' if full else 'top-1'} "
+                         "(percentage points)", FACTORIAL_HEADER[:1 + len(metrics)],
+                         [(m, 2) for m in metrics], [s for s in said if s])
 
 
 def comparison(table: pd.DataFrame, effects: pd.DataFrame, full: bool = False) -> str:

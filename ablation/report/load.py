@@ -63,11 +63,8 @@ def read_records(path: str | Path) -> list[tuple[Path, dict]]:
 def unusable(record: dict) -> str | None:
     """Why the report cannot use ``record`` (a config value it computes with, its
     tuning or diagnostics entry, is of the wrong type or range), or None."""
-    config = record.get("config")
-    if not isinstance(config, dict):
-        return "its config is not a mapping"
     for (group, key), kind in USED_CONFIG.items():
-        section = config.get(group)
+        section = record["config"].get(group)
         if section is None:
             continue
         if not isinstance(section, dict):
@@ -285,10 +282,9 @@ def _setting_labels(runs: pd.DataFrame) -> pd.Series:
         if differing:
             log.warning("%s x %s: runs differ in %s; reported as separate blocks",
                         dataset, model, ", ".join(differing))
-            labels.loc[block.index] = block.apply(
-                lambda row, keys=tuple(differing): _label(row, keys), axis=1)
-        else:  # one block: a tuned one still says so
-            labels.loc[block.index] = block.apply(lambda row: _label(row, ()), axis=1)
+        # one block too: a tuned one still says so
+        labels.loc[block.index] = block.apply(
+            lambda row, keys=tuple(differing): _label(row, keys), axis=1)
     return labels
 
 
@@ -310,8 +306,6 @@ def _drop_duplicates(runs: pd.DataFrame) -> pd.DataFrame:
     ranked = runs.assign(_done=runs["status"].eq("completed")).sort_values(
         ["_done", "finished_at"])
     kept = ranked.drop_duplicates(key, keep="last")
-    if len(kept) < len(runs):
-        dropped = ranked.index.difference(kept.index)
-        for path in runs.loc[dropped, "path"]:
-            log.warning("skipping %s: a later run of the same variant and seed is reported", path)
+    for path in runs.loc[ranked.index.difference(kept.index), "path"]:
+        log.warning("skipping %s: a later run of the same variant and seed is reported", path)
     return kept.drop(columns="_done").sort_index()

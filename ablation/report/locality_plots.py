@@ -44,10 +44,8 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
     diag = with_diagnostics(runs)
     if diag.empty:
         return None
-    plt = pyplot()
-    colors = VARIANT_COLORS
     groups = blocks(diag)
-    fig, axes = grid(plt, len(groups), width=9.5, height=4.2)
+    fig, axes = grid(len(groups), width=9.5, height=4.2)
     for ax, (key, block) in zip(axes, groups):
         variants = by_variant(block)
         for v, (label, mine) in enumerate(variants):
@@ -59,9 +57,9 @@ def per_layer(runs: pd.DataFrame, path: Path, quantity: str) -> Path | None:
             xs = sorted(by_layer)
             for x in xs:
                 ax.scatter(np.full(len(by_layer[x]), x + offset), by_layer[x], s=14,
-                           color=colors[label], alpha=0.55, edgecolors="none")
+                           color=VARIANT_COLORS[label], alpha=0.55, edgecolors="none")
             ax.plot(np.array(xs) + offset, [np.mean(by_layer[x]) for x in xs], marker="D",
-                    markersize=4, color=colors[label], label=f"{label} (n={len(mine)})",
+                    markersize=4, color=VARIANT_COLORS[label], label=f"{label} (n={len(mine)})",
                     linestyle="--" if label == BASELINE_LABEL else "-", linewidth=1.4)
         ax.set_xticks(sorted({layer["layer"] for e in block["diagnostics"]
                               for layer in e["layers"]}))

@@ -16,7 +16,7 @@ from ablation.config import SWITCHES
 from ablation.config.choices import ARCHITECTURES
 from ablation.config.switches import BASELINE_LABEL
 from ablation.report.captions import NO_SPREAD_EFFECTS, block_architecture, own_name
-from ablation.report.latex import float_table
+from ablation.report.latex import effects_float, float_table
 from ablation.report.render import LATEX, Style, block_title, effect_rows, gap, pct, select_block
 from ablation.report.tables import (BASELINE, BLOCK, VARIANTS, blocks, effects_table,
                                     expected_variants, factorial_design, summarise, switch_key)
@@ -46,8 +46,6 @@ EFFECTS_NOTE = ("Effects as for accuracy: each computed within each seed from it
 LOCALITY_CAPTION = ("Attention locality: {title}. Mean attention distance (px) and "
                     "normalised attention entropy of each variant, mean ± sd over n seeds, "
                     "and their gaps to the plain ViT paired by seed [95 % CI].")
-EFFECTS_CAPTION = ("Factorial effects of the switches on attention locality: {title}; "
-                   "{seeds} seed{s}.")
 # why the probe left attention layers out (a record's diagnostics.left_out) -> what is said
 LEFT_OUT = {"class_attention": "{name}'s {n} class-attention layer{s} attend{v} from the class "
                                "token only: no locality measured.",
@@ -162,9 +160,6 @@ def latex(table: pd.DataFrame, effects: pd.DataFrame) -> str:
                            _display_rows(block, LATEX), [own_name(NOTE, architecture)])
         mine = select_block(effects, key)
         if not mine.empty:
-            seeds = int(mine["seeds"].iloc[0])
-            out += float_table(EFFECTS_CAPTION.format(title=title, seeds=seeds,
-                                                      s="s" if seeds != 1 else ""),
-                               EFFECTS_HEADER, effect_rows(mine, LATEX, DECIMALS),
-                               effects_notes(mine))
+            out += effects_float(key, mine, "attention locality", EFFECTS_HEADER, DECIMALS,
+                                 effects_notes(mine))
     return "\n".join(out)

@@ -14,7 +14,7 @@ import pandas as pd
 from ablation.config.switches import BASELINE_LABEL
 from ablation.files import read_bytes
 from ablation.report.figures import (MARKERS, VARIANT_COLORS, by_variant, completed_runs, grid,
-                                     pyplot, save_figure, seeds_text)
+                                     save_figure, seeds_text)
 from ablation.report.captions import block_architecture, own_name
 from ablation.report.render import block_title
 from ablation.report.tables import BLOCK, VARIANTS
@@ -57,9 +57,8 @@ def n_text(block: pd.DataFrame) -> str:
 def top1_bars(table: pd.DataFrame, path: Path) -> Path:
     """Mean test top-1 per variant with standard-deviation error bars: points, not bars,
     whose length on the zoomed axis would exaggerate the differences."""
-    plt = pyplot()
     groups = list(table.groupby(BLOCK, sort=False))
-    fig, axes = grid(plt, len(groups))
+    fig, axes = grid(len(groups))
     for ax, (key, block) in zip(axes, groups):
         x = np.arange(len(block))
         means = block["top1_mean"].to_numpy(dtype=float)
@@ -118,11 +117,11 @@ def _curve_metric(block_runs: pd.DataFrame) -> tuple[str, str]:
     return "test/top1", "test top-1 (%), every epoch"
 
 
-def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
-    """The figure of :func:`val_curves`, open."""
-    plt = pyplot()
+def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
+    """Validation top-1 per epoch (test top-1 under the official protocol), one line
+    per variant (mean over seeds)."""
     keys = [k for k, _ in table.groupby(BLOCK, sort=False)]
-    fig, axes = grid(plt, len(keys))
+    fig, axes = grid(len(keys))
     for ax, key in zip(axes, keys):
         done = completed_runs(runs, key)
         metric, ylabel = _curve_metric(done)
@@ -137,13 +136,6 @@ def val_figure(table: pd.DataFrame, runs: pd.DataFrame):
         ax.set_title(f"{block_title(*key)}\n{ylabel} per variant, {seeds}", fontsize=9)
         if ax.get_legend_handles_labels()[0]:  # a block whose runs all failed has no curve
             ax.legend(fontsize=7)
-    return plt, fig
-
-
-def val_curves(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> Path:
-    """Validation top-1 per epoch (test top-1 under the official protocol), one line
-    per variant (mean over seeds)."""
-    _, fig = val_figure(table, runs)
     return save_figure(fig, path, dpi=120)
 
 

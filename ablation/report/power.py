@@ -8,6 +8,7 @@ cannot make the block look better powered than it is.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import warnings
 
@@ -37,13 +38,12 @@ def power_at(effect: float, seeds: int) -> float:
 
 def detectable_effect(seeds: int) -> float:
     """Standardised gap (gap / sd) ``seeds`` pairs detect with power 0.8."""
-    low, high = 0.0, 1.0
+    from scipy.optimize import brentq
+
+    high = 1.0
     while power_at(high, seeds) < POWER:
         high *= 2
-    while high - low > 1e-10 * high:
-        mid = (low + high) / 2
-        low, high = (low, mid) if power_at(mid, seeds) >= POWER else (mid, high)
-    return high
+    return brentq(lambda effect: power_at(effect, seeds) - POWER, 0.0, high, rtol=1e-10)
 
 
 def seeds_needed(gap: float, sd: float) -> float:
@@ -52,19 +52,9 @@ def seeds_needed(gap: float, sd: float) -> float:
     ``solve_power``'s root finder fails between 2 and 3 seeds)."""
     if not (np.isfinite(gap) and np.isfinite(sd)) or gap == 0 or sd <= 0:
         return np.nan
-    effect = abs(gap) / sd
-    if power_at(effect, MIN_SEEDS) >= POWER:
-        return float(MIN_SEEDS)
-    if power_at(effect, MAX_SEEDS) < POWER:
-        return math.inf
-    low, high = MIN_SEEDS, MAX_SEEDS  # power(low) < POWER <= power(high)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if power_at(effect, mid) >= POWER:
-            high = mid
-        else:
-            low = mid
-    return float(high)
+    seeds = range(MIN_SEEDS, MAX_SEEDS + 1)
+    first = bisect.bisect_left(seeds, True, key=lambda n: power_at(abs(gap) / sd, n) >= POWER)
+    return float(seeds[first]) if first < len(seeds) else math.inf
 
 
 def add_power(block: pd.DataFrame) -> pd.DataFrame:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ablation.config.switches import BASELINE_LABEL, REGISTRY
-from ablation.report import across_models, power
+from ablation.config.switches import BASELINE_LABEL, REGISTRY, SL_LABEL
+from ablation.report import power
 from ablation.report.captions import (BEST_COLUMNS, FACTORIAL_NOTE, GAPS, NO_SPREAD_EFFECTS,
                                       SPEED_MARK, block_architecture, finite, is_tuned, notes,
                                       own_name, shows_best_epoch, significant, speed_shown)
@@ -37,11 +37,18 @@ NO_INTERVAL_NOTE = ("No interval with one seed: the interval is made of the spre
                     "seeds.")
 NOT_ESTIMABLE_NOTE = ("Factorial effects left out: no seed has a completed run of every "
                       "variant, so the switches cannot be told apart from the seed.")
+ACROSS_GROUP = [key for key in BLOCK if key != "model"]
+ACROSS_CAPTION = ("Each model against its own plain variant, never another model's: top-1 mean "
+                  "± sd over seeds; Δ SL paired by seed within the model [95 % t-interval, "
+                  "uncorrected]; main effects from the model's factorial (its block above). "
+                  "Nothing is bold here: the corrections are made within each block.")
+ACROSS_PAPER_NOTE = ("Paper: the published best-epoch top-1, plain → SL (not a run of this "
+                     "suite), beside its final-epoch means.")
 
 
 def title(table: pd.DataFrame) -> str:
     """The page's title: against the plain model of its one architecture, or of each."""
-    kinds = set(table["architecture"]) if "architecture" in table else {"vit"}
+    kinds = set(table["architecture"])
     return (own_name(TITLE, kinds.pop()) if len(kinds) == 1
             else TITLE.replace("the plain ViT", "each model's plain variant"))
 
@@ -54,16 +61,12 @@ def header(block: pd.DataFrame) -> list[str]:
     if shows_best_epoch(block):
         at = columns.index("Top-5 (%)") + 1
         columns[at:at] = list(BEST_COLUMNS)
-        if "paper_top1" in block and block["paper_top1"].notna().any():
+        if block["paper_top1"].notna().any():
             columns.insert(columns.index(next(iter(BEST_COLUMNS))) + 1, PAPER_COLUMN)
     if is_tuned(block):
         at = columns.index("n")
         columns[at:at] = list(TUNED_COLUMNS)
     return columns
-
-
-def _same(text: str) -> str:
-    return text
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,8 @@ class Style:
     dash: str
     pm: str
     bold: str  # a format string with {}
-    escape: Callable[[str], str] = _same
-    signed: Callable[[str], str] = _same  # a signed number, "+1.23" / "-1.23"
+    escape: Callable[[str], str] = str
+    signed: Callable[[str], str] = str  # a signed number, "+1.23" / "-1.23"
 
 
 MARKDOWN = Style("✓", "—", "±", "**{}**", markdown_text)
@@ -135,7 +138,7 @@ def row_cells(r, style: Style) -> tuple[dict[str, str], set[str]]:
     ok = r["status"] == "ok"
     is_base = r["variant"] == BASELINE_LABEL
     cells = {
-        "Variant": style.escape(own_name(r["variant"], r.get("architecture", "vit"))),
+        "Variant": style.escape(own_name(r["variant"], r["architecture"])),
         **{s.column: style.on if r[s.key] else "" for s in REGISTRY}, "n": style.escape(n),
         **{col: "ref." if is_base else gap(r[src], r[f"{src}_low"], r[f"{src}_high"], style)
            for col, src in GAPS.items()},
@@ -171,17 +174,17 @@ def display_rows(block: pd.DataFrame, style: Style, columns=None) -> list[list[s
     return rows
 
 
-def effect_rows(effects: pd.DataFrame, style: Style, measures=(("top1", 2), ("top5", 2)),
-                bold: bool = True) -> list[list[str]]:
+def effect_rows(effects: pd.DataFrame, style: Style,
+                measures=(("top1", 2), ("top5", 2))) -> list[list[str]]:
     """Rows of factorial effects: the term, then each measure's effect [95 % CI] at its
-    decimals, bold where significant (``bold``: in the text itself)."""
+    decimals, bold where significant."""
     rows = []
     for _, r in effects.iterrows():
         row = [style.escape(r["term"].replace(" x ", " × "))]
         for stem, decimals in measures:
             text = gap(r[f"{stem}_effect"], r[f"{stem}_low"], r[f"{stem}_high"], style,
                        decimals)
-            row.append(style.bold.format(text) if bold and significant(r, stem) else text)
+            row.append(style.bold.format(text) if significant(r, stem) else text)
         rows.append(row)
     return rows
 
@@ -234,11 +237,18 @@ def elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[t
 
 
 def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) -> list[tuple]:
-    """The models side by side (:mod:`ablation.report.across_models`), where a dataset
-    and protocol has two models or more."""
+    """The models side by side, as the paper's table, for each dataset, protocol and
+    setting that two models or more ran: a row per model, in the table's order, which is
+    the paper's (:func:`ablation.report.tables.blocks`), with its plain and SL top-1, the
+    SL gain within that model and the switches' main effects."""
     out = []
-    for (dataset, protocol, setting), rows in across_models.summaries(table, effects):
-        names = across_models.terms(rows)
+    for (dataset, protocol, setting), group in table.groupby(ACROSS_GROUP, sort=False,
+                                                             dropna=False):
+        if group["model"].nunique() < 2:
+            continue
+        rows = [_model_summary(mine, select_block(effects, (dataset, model, protocol, setting)))
+                for model, mine in group.groupby("model", sort=False)]
+        names = list(dict.fromkeys(t for row in rows for t in row["effects"]))  # main effects
         paper = any(r[side] is not None and finite(r[side].get("paper_top1"))
                     for r in rows for side in ("plain", "sl"))
         head = ["Model", "n (plain, SL)", "Top-1 plain (%)", "Top-1 SL (%)", "ΔTop-1 SL (pp)",
@@ -247,8 +257,17 @@ def across_elements(table: pd.DataFrame, effects: pd.DataFrame, style: Style) ->
         out += [("h2", f"Across models: {dataset}, {protocol} protocol"
                  + (f" ({setting})" if setting else "")),
                 ("table", head, [_across_row(r, names, paper, style) for r in rows]),
-                ("p", across_models.CAPTION + (" " + across_models.PAPER_NOTE if paper else ""))]
+                ("p", ACROSS_CAPTION + (" " + ACROSS_PAPER_NOTE if paper else ""))]
     return out
+
+
+def _model_summary(mine: pd.DataFrame, effects: pd.DataFrame) -> dict:
+    """One model's plain and SL comparison rows (None where missing) and its block's
+    main effects by term."""
+    plain, sl = (mine[mine["variant"] == label] for label in (BASELINE_LABEL, SL_LABEL))
+    return {"model": mine["model"].iloc[0], "architecture": mine["architecture"].iloc[0],
+            "plain": plain.iloc[0] if len(plain) else None, "sl": sl.iloc[0] if len(sl) else None,
+            "effects": {e["term"]: e for _, e in effects.iterrows() if e["order"] == 1}}
 
 
 def _across_row(r: dict, names: list[str], paper: bool, style: Style) -> list[str]:
@@ -286,7 +305,7 @@ def html_table(head, rows) -> str:
 
 MARKDOWN_SET = {"intro": lambda title, note: f"# {title}\n\n{note}",
                 "h2": lambda text: "## " + markdown_text(text), "table": md_table,
-                "md": _same, "p": lambda p: p if isinstance(p, str) else p(markdown_text)}
+                "md": str, "p": lambda p: p if isinstance(p, str) else p(markdown_text)}
 HTML_SET = {"intro": lambda title, note: f"<h1>{title}</h1><p>{html.escape(note)}</p>",
             "h2": lambda text: f"<h2>{html.escape(text)}</h2>", "table": html_table,
             "p": lambda p: f"<p>{html.escape(p if isinstance(p, str) else p(str))}</p>"}

@@ -9,6 +9,7 @@ a handful of seeds a bootstrap of the per-seed values is only their range.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import combinations, product
 
 import numpy as np
 import pandas as pd
@@ -75,8 +76,6 @@ def clean_zero(x: float, scale: float = 1.0) -> float:
 
 def effect_terms(factors: Sequence[str]) -> list[tuple[str, ...]]:
     """Main effects, then two-way, then three-way interactions."""
-    from itertools import combinations
-
     return [c for k in range(1, len(factors) + 1) for c in combinations(factors, k)]
 
 
@@ -92,8 +91,6 @@ def complete_seeds(runs: pd.DataFrame, factors: Sequence[str]) -> list:
 def contrasts(factors: Sequence[str]) -> tuple[list[tuple[bool, ...]], dict]:
     """The 2^k cells of the design and each term's +-1 contrast over them (the
     product of its switches' codes; effect = contrast @ y / 2^(k-1))."""
-    from itertools import product
-
     cells = list(product((False, True), repeat=len(factors)))
     codes = np.array([[1.0 if on else -1.0 for on in cell] for cell in cells])
     index = {f: i for i, f in enumerate(factors)}

@@ -46,9 +46,7 @@ def blocks(runs: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
     rank = {name: i for i, name in enumerate(ARCHITECTURES)}
 
     def order(group):
-        runs = group[1]
-        architecture = runs["architecture"].iloc[0] if "architecture" in runs else "vit"
-        return str(group[0][0]), rank.get(architecture, len(rank))
+        return str(group[0][0]), rank.get(group[1]["architecture"].iloc[0], len(rank))
     return sorted(runs.groupby(BLOCK, sort=True, dropna=False), key=order)
 
 
@@ -125,9 +123,8 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
         row["images_per_s"] = ok["train_images_per_s"].mean() if len(ok) else np.nan
         row["train_seconds"] = ok["train_seconds"].mean() if len(ok) else np.nan
         row.update(_tuned(ok, mine), **_published(mine, VARIANTS[variant], protocol))
-        row["code"] = " | ".join(sorted(set(ok["code"].dropna()))) if "code" in ok else ""
-        row["code_resumed_under_other"] = bool(ok.get("code_resumed_under_other",
-                                                      pd.Series(dtype=bool)).any())
+        row["code"] = " | ".join(sorted(set(ok["code"].dropna())))
+        row["code_resumed_under_other"] = bool(ok["code_resumed_under_other"].any())
         rows.append(row)
     return rows
 
@@ -135,8 +132,7 @@ def _block_rows(block: pd.DataFrame, dataset, model, protocol, setting) -> list[
 def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
     """A tuned final variant's search (:mod:`ablation.report.tuned_block`)."""
     runs = ok if len(ok) else mine
-    tuned = runs[runs["tuning"].map(lambda e: isinstance(e, dict))] if "tuning" in runs \
-        else runs.iloc[:0]
+    tuned = runs[runs["tuning"].map(lambda e: isinstance(e, dict))]
     if tuned.empty:
         return {"tuned_values": None, "tuned_val_top1": np.nan, "tuned_trials": np.nan,
                 "tuned_budget": np.nan, "tuning": None, "final_seeds": None}
@@ -150,7 +146,7 @@ def _tuned(ok: pd.DataFrame, mine: pd.DataFrame) -> dict:
 def _published(mine: pd.DataFrame, label: str, protocol: str) -> dict:
     """The paper's top-1 for this variant, where the preset names one and the block
     measures what the paper did (the official protocol)."""
-    entries = [e for e in mine.get("published", pd.Series(dtype=object)) if isinstance(e, dict)]
+    entries = [e for e in mine["published"] if isinstance(e, dict)]
     if protocol != "official" or not entries or label not in entries[0]["top1"]:
         return {"paper_top1": np.nan, "paper_source": None}
     return {"paper_top1": float(entries[0]["top1"][label]), "paper_source": entries[0]["source"]}
@@ -178,13 +174,10 @@ def effects_table(key, block: pd.DataFrame, factors: list[str], measures: dict[s
     fitted = {name: factorial_effects(block, factors, column) for name, column in measures.items()}
     if any(e is None for e in fitted.values()):
         return None
-    first = next(iter(fitted.values()))
-    table = first.set_index("term")[["order"]].copy()
-    for name, effects in fitted.items():
-        effects = effects.set_index("term")
-        for col in EFFECT_COLUMNS:
-            table[f"{name}_{col}"] = effects[col]
-    table = table.reset_index()
+    first = next(iter(fitted.values()))  # every fit lists the same terms in one order
+    columns = [effects[list(EFFECT_COLUMNS)].add_prefix(f"{name}_")
+               for name, effects in fitted.items()]
+    table = pd.concat([first[["term", "order"]], *columns], axis=1)
     labels = factor_labels(factors)
     table["term"] = [joiner.join(labels[f] for f in t.split(" x ")) for t in table["term"]]
     for i, (column, value) in enumerate(zip(BLOCK, key)):

@@ -69,7 +69,7 @@ def temperature_figure(table: pd.DataFrame, runs: pd.DataFrame, path: Path) -> P
     if not panels:
         return None
     plt = pyplot()
-    fig, axes = grid(plt, len(panels), width=5, height=3.6, cols=min(len(panels), 2))
+    fig, axes = grid(len(panels), width=5, height=3.6, cols=min(len(panels), 2))
     bound = limit([found[0] for _, _, found in panels])
     for ax, (key, label, (change, seeds, from_t0, start)) in zip(axes, panels):
         colors = plt.cm.viridis(np.linspace(0, 0.9, change.shape[1]))

@@ -88,15 +88,12 @@ def annotate_finals(runs: pd.DataFrame, trials: pd.DataFrame) -> None:
         if entry is None:
             continue
         sweep = sweeps[index]
-        mine = (trials[(trials["study"] == entry["study"]) & (trials["sweep"] == sweep)]
-                if len(trials) else trials)
-        chosen = (mine[(mine["status"] == "completed")
-                       & (mine["values"].map(lambda v: v == entry["values"]))]
-                  if len(mine) else mine)
+        mine = trials[(trials["study"] == entry["study"]) & (trials["sweep"] == sweep)]
+        chosen = mine[(mine["status"] == "completed")
+                      & (mine["values"].map(lambda v: v == entry["values"]))]
         runs.at[index, "tuned_values"] = entry["values"]
-        runs.at[index, "tuned_val_top1"] = (float(chosen["objective"].max()) if len(chosen)
-                                            else np.nan)
-        runs.at[index, "tuned_trials"] = int(mine["trial"].nunique()) if len(mine) else 0
+        runs.at[index, "tuned_val_top1"] = float(chosen["objective"].max())
+        runs.at[index, "tuned_trials"] = int(mine["trial"].nunique())
         runs.at[index, "tuned_budget"] = max(
             e["trials"] for e, folder in zip(runs["tuning"], sweeps) if isinstance(e, dict)
             and e["study"] == entry["study"] and folder == sweep)
@@ -134,16 +131,15 @@ def figure(trials: pd.DataFrame, path: Path) -> Path | None:
     from matplotlib import ticker
     from matplotlib.lines import Line2D
 
-    from ablation.report.figures import MARKERS, VARIANT_COLORS, dodge, grid, pyplot, save_figure
+    from ablation.report.figures import MARKERS, VARIANT_COLORS, dodge, grid, save_figure
     from ablation.report.tables import VARIANTS
 
-    done = trials[trials["status"] == "completed"] if len(trials) else trials
+    done = trials[trials["status"] == "completed"]
     if done.empty:
         return None
-    plt = pyplot()
     order = list(VARIANTS.values())
     groups = list(done.groupby(["dataset", "model"], sort=True))
-    fig, axes = grid(plt, len(groups))
+    fig, axes = grid(len(groups))
     for ax, ((dataset, model), block) in zip(axes, groups):
         key = block["params"].iloc[0][0]
         values = block["values"].map(lambda v, k=key: v.get(k, np.nan)).to_numpy(dtype=float)

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablation.runs.tracking import (console_settings, open_run, set_aside_offline_runs,
+                                    wandb_folders, where)
+
 log = logging.getLogger(__name__)
 
 # the summary's stand-in for the setting of a dataset x model x protocol that is one
@@ -26,9 +29,6 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
     """Log the comparison (and effects) as ``wandb.Table`` s and the plots as images
     (``settings``: mode, project, entity); an earlier offline report run is set aside
     into ``replaced/wandb``. Returns the run's id and folder."""
-    from ablation.runs.tracking import (console_settings, open_run, set_aside_offline_runs,
-                                        wandb_folders)
-
     directory = Path(directory)
     run_id = report_run_id(group, directory)
     set_aside_offline_runs(directory / "wandb", run_id, replaced / "wandb")
@@ -47,8 +47,6 @@ def log_report(table: pd.DataFrame, effects: pd.DataFrame, images: list[Path], *
 def _log(run, table, effects, images, directory: Path) -> dict:
     """The tables, plots and per-variant summaries into the report's W&B ``run``."""
     import wandb
-
-    from ablation.runs.tracking import where
 
     with run:
         payload = {"comparison": wandb.Table(dataframe=_plain(table))}
@@ -95,8 +93,5 @@ def report_run_id(group: str | None, directory: Path) -> str:
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """wandb.Table wants plain Python scalars."""
-    out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == bool:
-            out[col] = out[col].astype(int)
+    out = frame.astype({col: int for col in frame.select_dtypes(bool).columns})
     return out.astype(object).where(out.notna(), None)

@@ -40,10 +40,8 @@ class JobBusy(RuntimeError):
 
 def shown_path(folder: Path) -> Path:
     """``folder`` as the user named it: relative to the working folder when below it."""
-    try:
-        return folder.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return folder
+    resolved, here = folder.resolve(), Path.cwd().resolve()
+    return resolved.relative_to(here) if resolved.is_relative_to(here) else folder
 
 
 def holder(folder: str | Path, name: str = LOCK_FILE) -> dict:

@@ -117,11 +117,7 @@ class Record(_Open):
 
 
 class SchemaError(ValueError):
-    """A record that does not fit :class:`Record`; ``field`` names the first bad one."""
-
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field}: {problem}")
-        self.field, self.problem = field, problem
+    """A record that does not fit :class:`Record`: ``<field>: <problem>``, the first bad field."""
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -142,7 +138,7 @@ def _validate(model: type[BaseModel], value: Any, prefix: str = "") -> None:
             problem += f" (got {_short(first.get('input'))})"
         if len(errors) > 1:
             problem += f"; {len(errors) - 1} more problem(s)"
-        raise SchemaError(field, problem) from None
+        raise SchemaError(f"{field}: {problem}") from None
 
 
 def validate_history(history: list) -> None:
@@ -153,37 +149,32 @@ def validate_history(history: list) -> None:
     _check_history(history)
 
 
-def validate_record(record: Any) -> None:
-    """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
-    if not isinstance(record, dict):
-        raise SchemaError("(record)", f"not a JSON object ({type(record).__name__})")
-    version = record.get("schema")
-    if type(version) is not int or version != SCHEMA_VERSION:  # not true, not 1.0
-        raise SchemaError("schema", f"unknown schema {_short(version)} "
-                                    f"(this version reads {SCHEMA_VERSION})")
-    _validate(Record, record)
-    if record["status"] == "completed":  # a failed run may have measured nothing
-        metrics = record.get("metrics") or {}
-        for key in ("test_top1", "test_top5"):
-            if metrics.get(key) is None:
-                raise SchemaError(f"metrics.{key}", "required when status is completed")
-    _check_consistency(record)
-
-
 # Top-5 counts every image top-1 counts: a smaller top-5 is a wrong record. Both are
 # means over the same images, so only float round-off may separate equal values.
 _ROUND_OFF = 1e-9
 
 
-def _check_consistency(record: dict) -> None:
-    """What types cannot say: top-5 >= top-1, history accuracies in [0, 1],
-    history epochs strictly increasing."""
+def validate_record(record: Any) -> None:
+    """Raise :class:`SchemaError` (one line: the field, what is wrong, the value)."""
+    if not isinstance(record, dict):
+        raise SchemaError(f"(record): not a JSON object ({type(record).__name__})")
+    version = record.get("schema")
+    if type(version) is not int or version != SCHEMA_VERSION:  # not true, not 1.0
+        raise SchemaError(f"schema: unknown schema {_short(version)} "
+                          f"(this version reads {SCHEMA_VERSION})")
+    _validate(Record, record)
     metrics = record.get("metrics") or {}
+    if record["status"] == "completed":  # a failed run may have measured nothing
+        for key in ("test_top1", "test_top5"):
+            if metrics.get(key) is None:
+                raise SchemaError(f"metrics.{key}: required when status is completed")
+    # what types cannot say: top-5 >= top-1, history accuracies in [0, 1], history
+    # epochs strictly increasing
     for top1, top5 in (("test_top1", "test_top5"), ("best_test_top1", "best_test_top5")):
         a, b = metrics.get(top1), metrics.get(top5)
         if a is not None and b is not None and b < a - _ROUND_OFF:
-            raise SchemaError(f"metrics.{top5}", f"below metrics.{top1} ({b!r} < {a!r}): "
-                                                 "top-5 can never be below top-1")
+            raise SchemaError(f"metrics.{top5}: below metrics.{top1} ({b!r} < {a!r}): "
+                              "top-5 can never be below top-1")
     _check_history(record.get("history") or [])
 
 
@@ -191,10 +182,10 @@ def _check_history(history: list) -> None:
     previous = 0
     for i, row in enumerate(history):
         if row["epoch"] <= previous:
-            raise SchemaError(f"history.{i}.epoch", f"epochs must increase (got {row['epoch']} "
-                                                    f"after {previous})")
+            raise SchemaError(f"history.{i}.epoch: epochs must increase (got {row['epoch']} "
+                              f"after {previous})")
         previous = row["epoch"]
         for key, value in row.items():
             if key.endswith(("/top1", "/top5")) and value is not None and not 0 <= value <= 1:
-                raise SchemaError(f"history.{i}.{key}",
-                                  f"an accuracy must be a fraction in [0, 1] (got {_short(value)})")
+                raise SchemaError(f"history.{i}.{key}: an accuracy must be a fraction in [0, 1] "
+                                  f"(got {_short(value)})")

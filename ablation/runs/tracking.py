@@ -113,10 +113,8 @@ class WandbTracker(Tracker):
 
     def info(self) -> dict:
         run_dir = Path(self.run.dir).parent  # .../wandb/offline-run-<time>-<id>
-        try:
+        if run_dir.is_relative_to(self.output_dir.resolve()):
             run_dir = run_dir.relative_to(self.output_dir.resolve())
-        except ValueError:
-            pass
         return {"id": self.run.id, "dir": str(run_dir), "mode": self.mode,
                 "project": self.run.project, "group": self.run.group,
                 **({"problems": list(self.problems)} if self.problems else {})}

@@ -1,5 +1,6 @@
-"""Several models in one report (ablation/report/across_models.py and the blocks' names):
-each block against its own plain model, named for it, and the models side by side."""
+"""Several models in one report (the across-models tables of ablation/report/render.py,
+and the blocks' names): each block against its own plain model, named for it, and the
+models side by side."""
 import pytest
 
 from tests.helpers.records import BASE_CONFIG, TOP1, record

@@ -2,7 +2,7 @@
 rendered text), not only written: they say what they average and what the bars are,
 and equal curves stay visible."""
 from ablation.report import comparison, load_runs, write_report
-from tests.helpers.figures import titles
+from tests.helpers.figures import saved, titles
 
 
 def test_plots_are_written(four_by_three):
@@ -16,7 +16,7 @@ def test_equal_curves_stay_visible(four_by_three):
 
     runs = load_runs(four_by_three)
     runs["history"] = [[{"epoch": e, "val/top1": 0.1 * e} for e in (1, 2, 3)]] * len(runs)
-    plt, fig = plots.val_figure(comparison(runs), runs)
+    (fig,) = saved(lambda: plots.val_curves(comparison(runs), runs, four_by_three / "v.png"))
     lines = fig.axes[0].get_lines()
     assert len(lines) == 4                       # all equal, on top of each other
     # yet each drawn differently: its own dash pattern AND its own marker ...
@@ -27,7 +27,6 @@ def test_equal_curves_stay_visible(four_by_three):
     widths = [line.get_linewidth() for line in lines]
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == 4
     assert all(line.get_alpha() < 1 for line in lines)
-    plt.close(fig)
     # every one of the eight variants is distinct too
     styles = [plots.line_style(label) for label in plots.VARIANTS.values()]
     assert len({str(s["linestyle"]) for s in styles}) == 8
