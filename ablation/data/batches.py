@@ -82,8 +82,6 @@ class Mixer:
 
     def __init__(self, probability: float = 0.5, mixup_alpha: float = 1.0,
                  cutmix_alpha: float = 1.0, seed: int | None = None):
-        if not 0.0 <= float(probability) <= 1.0:
-            raise ValueError(f"mixing probability must be in [0, 1], got {probability!r}")
         self.probability = float(probability)
         self.rng = np.random.default_rng(seed)
         self.mixup_alpha = float(mixup_alpha or 0.0)
@@ -146,8 +144,6 @@ class TrainingBatches(keras.utils.PyDataset):
                  augment: OfficialAugment | None = None, seed: int = 0,
                  initial_epoch: int = 0, pad: bool = False, **kwargs):
         super().__init__(**kwargs)
-        if int(passes) < 1:
-            raise ValueError(f"passes must be >= 1, got {passes!r}")
         self.x, self.y = x, np.asarray(y)
         self.num_classes = int(num_classes)
         self.batch_size = int(batch_size)
