@@ -12,6 +12,7 @@ the same ones (:func:`image_folder_files`).
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ def class_files(folder: Path) -> ClassFiles:
             listing.not_images[entry.suffix.lower() or "(no suffix)"] += 1
         else:
             try:
-                too_big = raw_files.size(entry) > MAX_IMAGE_BYTES
+                too_big = os.stat(entry).st_size > MAX_IMAGE_BYTES   # links followed
             except OSError:  # gone since the listing
                 listing.skipped.append((NO_TARGET, entry))
                 continue
