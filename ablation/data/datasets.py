@@ -62,12 +62,8 @@ def load_cifar(cfg: Mapping, fine: bool) -> tuple:
         return read_cifar(cfg["path"], fine)
     import keras
 
-    if fine:
-        (x_train, y_train), (x_test, y_test) = _download(
-            name, lambda: keras.datasets.cifar100.load_data(label_mode="fine"))
-    else:
-        (x_train, y_train), (x_test, y_test) = _download(
-            name, keras.datasets.cifar10.load_data)
+    dataset = keras.datasets.cifar100 if fine else keras.datasets.cifar10  # 100: fine labels
+    (x_train, y_train), (x_test, y_test) = _download(name, dataset.load_data)
     classes = [str(i) for i in range(100 if fine else 10)]
     return x_train, y_train.reshape(-1), x_test, y_test.reshape(-1), classes
 
