@@ -8,6 +8,7 @@ backend-neutral: augmentation runs inside the model (see
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -279,8 +280,6 @@ def load_dataset_cached(cfg: Mapping, seed: int) -> Dataset:
     depends on it); only the latest entry is kept, and its arrays are
     read-only, so no job can change what the next one sees.
     """
-    import json
-
     key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))
     if key not in _CACHE:
         _CACHE.clear()  # drop the old arrays before loading new ones
