@@ -70,7 +70,6 @@ def compose_config(overrides=()) -> dict:
     overrides; :class:`ConfigError` (one line) where it would refuse them."""
     from omegaconf import OmegaConf
 
-    register_resolvers()
     check_group_options(list(overrides), conf_dir())
     check_composes(list(overrides), conf_dir())
     return OmegaConf.to_container(compose(overrides), resolve=True)
