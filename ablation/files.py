@@ -94,8 +94,7 @@ def atomic_write(path: str | Path, data: str | bytes, *, fsync: bool = True) -> 
     return path
 
 
-def save_with(path: str | Path, write: Callable[[Path], object], *, fsync: bool = True
-              ) -> Path:
+def save_with(path: str | Path, write: Callable[[Path], object]) -> Path:
     """``write(temporary path)`` (Keras's ``save``, Matplotlib's ``savefig``), then
     the result renamed over ``path``: atomic as :func:`atomic_write` is. The
     temporary name is one no other process can pick (``mkstemp``, in a folder that
@@ -113,8 +112,7 @@ def save_with(path: str | Path, write: Callable[[Path], object], *, fsync: bool 
         write(tmp)
         if not os.path.isfile(tmp) or os.path.islink(tmp):
             raise UnsafeFile(f"{tmp} was not written as a regular file")
-        if fsync:
-            fsync_path(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -16,8 +16,6 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from ablation.config.choices import NORMALIZATIONS
-
 # Rows summed at a time: a float64 copy of a chunk, not of the data.
 _CHUNK = 4096
 PIXEL_RANGE = 255.0
@@ -60,11 +58,9 @@ def channel_statistics(images: np.ndarray) -> ChannelStatistics:
 
 
 def official_statistics(dataset: Mapping) -> ChannelStatistics:
-    """``dataset.official_statistics`` (fractions of the range) in raw pixel units."""
+    """``dataset.official_statistics`` (fractions of the range) in raw pixel units
+    (a config asking for them without them is refused: :mod:`ablation.config.validate`)."""
     given = dataset["official_statistics"]
-    if not given:
-        raise ValueError(f"dataset {dataset['name']!r} has no official_statistics: "
-                         f"use augmentation.normalization=adapted")
     return ChannelStatistics(np.asarray(given["mean"], np.float64) * PIXEL_RANGE,
                              np.asarray(given["std"], np.float64) * PIXEL_RANGE, "official")
 
@@ -80,8 +76,6 @@ def normalization_statistics(config: Mapping, x_train: np.ndarray | None
             raise ValueError(f"dataset.official_statistics has {len(statistics.mean)} "
                              f"channels, the images {np.shape(x_train)[-1]}")
         return statistics
-    if choice not in NORMALIZATIONS:
-        raise ValueError(f"augmentation.normalization={choice!r}: use {' or '.join(NORMALIZATIONS)}")
     return None if x_train is None else channel_statistics(x_train)
 
 

@@ -66,8 +66,9 @@ RANGES = {
 # Operations whose magnitude the official code applies with a random sign.
 SIGNED = ("shear_x", "shear_y", "translate_x", "translate_y",
           "color", "contrast", "sharpness", "brightness")
-ENHANCE = {"color": pil_ops.color, "contrast": pil_ops.contrast,
-           "sharpness": pil_ops.sharpness, "brightness": pil_ops.brightness}
+# Operations that take 1 + the value (PIL's enhancement factors), and those that take none.
+ENHANCE = ("color", "contrast", "sharpness", "brightness")
+PLAIN = ("autocontrast", "equalize", "invert")
 
 
 def magnitude(name: str, index: int) -> float:
@@ -78,25 +79,15 @@ def magnitude(name: str, index: int) -> float:
 def apply_operation(image: np.ndarray, name: str, value: float, sign: int = 1) -> np.ndarray:
     """One policy operation at the official ``value`` with ``sign`` (+1/-1) where it takes one."""
     v = value * sign if name in SIGNED else value
-    if name in ENHANCE:
-        return ENHANCE[name](image, 1.0 + v)
-    if name == "translate_x":
-        return pil_ops.translate_x(image, v * image.shape[1])
-    if name == "translate_y":
-        return pil_ops.translate_y(image, v * image.shape[0])
-    if name == "shear_x":
-        return pil_ops.shear_x(image, v)
-    if name == "shear_y":
-        return pil_ops.shear_y(image, v)
-    if name == "rotate":
-        return pil_ops.rotate(image, v)
-    if name == "posterize":
-        return pil_ops.posterize(image, int(v))
-    if name == "solarize":
-        return pil_ops.solarize(image, v)
-    if name in ("autocontrast", "equalize", "invert"):
+    if name in PLAIN:
         return getattr(pil_ops, name)(image)
-    raise ValueError(f"unknown AutoAugment operation {name!r}")
+    if name not in RANGES:
+        raise ValueError(f"unknown AutoAugment operation {name!r}")
+    if name in ENHANCE:
+        v = 1.0 + v
+    elif name in ("translate_x", "translate_y"):   # a fraction of the image's width or height
+        v = v * image.shape[1 if name == "translate_x" else 0]
+    return getattr(pil_ops, name)(image, v)   # shear_*, rotate, posterize, solarize: v itself
 
 
 def autoaugment(image: np.ndarray, rng: np.random.Generator, policy=CIFAR10_POLICY):

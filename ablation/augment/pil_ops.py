@@ -148,7 +148,7 @@ def affine(image: np.ndarray, matrix, resample: str = "nearest", fill: int = GRE
         col = np.clip(np.floor(xin).astype(np.int64), 0, w - 1)
         row = np.clip(np.floor(yin).astype(np.int64), 0, h - 1)
         values = image[row, col]
-    elif resample == "bicubic":
+    else:   # bicubic: every caller here names one of the two
         x, y = xin - 0.5, yin - 0.5
         x0, y0 = np.floor(x), np.floor(y)
         dx, dy = (x - x0)[..., None], (y - y0)[..., None]
@@ -159,8 +159,6 @@ def affine(image: np.ndarray, matrix, resample: str = "nearest", fill: int = GRE
                 for t in (-1, 0, 1, 2)]
         mixed = _cubic(*rows, dy)
         values = np.where(mixed <= 0, 0, np.where(mixed >= 255, 255, mixed)).astype(np.uint8)
-    else:
-        raise ValueError(f"resample must be nearest or bicubic, got {resample!r}")
     return np.where(inside[..., None], values, np.uint8(fill)).astype(np.uint8)
 
 

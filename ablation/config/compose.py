@@ -14,6 +14,7 @@ from ablation.config.folders import folder_suffix
 from ablation.config.hydra_internals import args_parser, config_loader
 from ablation.config.refusals import ConfigError
 from ablation.config.secrets import check_no_secrets
+from ablation.config.settings import dotted
 from ablation.config.switches import SWITCHES, variant_name
 
 CONFIG_NAME = "config"
@@ -69,7 +70,6 @@ def compose_config(overrides=()) -> dict:
     overrides; :class:`ConfigError` (one line) where it would refuse them."""
     from omegaconf import OmegaConf
 
-    register_resolvers()
     check_group_options(list(overrides), conf_dir())
     check_composes(list(overrides), conf_dir())
     return OmegaConf.to_container(compose(overrides), resolve=True)
@@ -89,17 +89,14 @@ def sweep_job(loader, config, overrides) -> tuple[dict, Path]:
     return job_values(job), Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
 
 
-def flat_keys(node, prefix: str = "") -> list[str]:
-    """Every dotted key of a (Dict)Config or dict, for "did you mean"."""
-    from omegaconf import DictConfig
+def flat_keys(node) -> list[str]:
+    """Every dotted key of a dict whose values may be DictConfigs (read unresolved), for
+    "did you mean"."""
+    from omegaconf import OmegaConf
 
-    keys = []
-    for key, value in node.items_ex(resolve=False) if isinstance(node, DictConfig) \
-            else node.items():
-        keys.append(f"{prefix}{key}")
-        if isinstance(value, (dict, DictConfig)):
-            keys += flat_keys(value, f"{prefix}{key}.")
-    return keys
+    plain = {key: OmegaConf.to_container(value, resolve=False)
+             if OmegaConf.is_config(value) else value for key, value in node.items()}
+    return list(dotted(plain))
 
 
 def explain(error: BaseException, valid_keys=()) -> str | None:

@@ -10,7 +10,7 @@ import re
 
 from ablation.config.folders import FOLDER_KEYS, override_key
 from ablation.config.refusals import ConfigError
-from ablation.config.settings import is_setting
+from ablation.config.settings import dotted, is_setting
 from ablation.config.switches import SWITCHES
 
 # ``${oc.env:VAR}`` or ``${oc.env:VAR,default}`` (VAR in group 1) ...
@@ -25,18 +25,8 @@ def _raw_values(cfg) -> dict[str, str]:
     empty), and its value as written: ``${...}`` left as it is."""
     from omegaconf import OmegaConf
 
-    flat = {}
-
-    def walk(node, prefix: str) -> None:
-        for key, value in node.items():
-            if isinstance(value, dict):
-                flat[f"{prefix}{key}"] = ""
-                walk(value, f"{prefix}{key}.")
-            else:
-                flat[f"{prefix}{key}"] = value if isinstance(value, str) else str(value)
-
-    walk(OmegaConf.to_container(cfg, resolve=False), "")
-    return flat
+    return {key: "" if isinstance(value, dict) else value if isinstance(value, str) else str(value)
+            for key, value in dotted(OmegaConf.to_container(cfg, resolve=False)).items()}
 
 
 def _referenced(key: str, reference: str) -> str:

@@ -42,7 +42,5 @@ def basic_sweeper() -> type:
 def sweep_jobs(overrides) -> list[list[str]]:
     """Each job's overrides, as the basic sweeper expands parsed ``overrides``
     (every combination of the comma-separated values), in its order."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None)
+    return [list(job) for batch in basic_sweeper().split_arguments(overrides, None)
             for job in batch]

@@ -64,12 +64,17 @@ Units = Annotated[list[PositiveInt], Field(description="must be a list of positi
 Texts = Annotated[list[StrictStr], Field(description="must be a list of strings")]
 
 
-def _group(extra: str = "allow") -> ConfigDict:
-    return ConfigDict(extra=extra, frozen=True)
+class _Group(BaseModel):
+    """A group: frozen, and a key added with ``+group.key=...`` accepted."""
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
-class Trainer(BaseModel):
-    model_config = _group()
+class _Closed(_Group):
+    """A group that takes only its declared keys."""
+    model_config = ConfigDict(extra="forbid")
+
+
+class Trainer(_Group):
     epochs: PositiveInt
     batch_size: PositiveInt
     learning_rate: PositiveNumber
@@ -92,8 +97,7 @@ class Trainer(BaseModel):
                            Field(description="is not one of auto, true, false")]
 
 
-class Model(BaseModel):
-    model_config = _group("forbid")
+class Model(_Closed):
     name: Name
     image_size: PositiveInt
     patch_size: PositiveInt
@@ -121,16 +125,14 @@ class Model(BaseModel):
     official_cait_mask: Flag | None      # cait's own; null in a vit preset
 
 
-class Statistics(BaseModel):
-    model_config = _group("forbid")
+class Statistics(_Closed):
     mean: Annotated[list[_number("must be in [0, 1]", ge=0, le=1)], Field(
         min_length=1, max_length=3, description="must be a list of 1 or 3 numbers in [0, 1]")]
     std: Annotated[list[_number("must be positive", gt=0)], Field(
         min_length=1, max_length=3, description="must be a list of 1 or 3 positive numbers")]
 
 
-class Dataset(BaseModel):
-    model_config = _group()
+class Dataset(_Group):
     official_statistics: Statistics | None
     name: Text
     path: Annotated[StrictStr, Field(description="must be a path")] | None
@@ -148,15 +150,13 @@ class Dataset(BaseModel):
     num_classes: Annotated[StrictInt, Field(ge=2, description="must be an integer >= 2")] | None
 
 
-class Mixing(BaseModel):
-    model_config = _group()
+class Mixing(_Group):
     probability: Probability
     mixup_alpha: NonNegative
     cutmix_alpha: NonNegative
 
 
-class Augmentation(BaseModel):
-    model_config = _group()
+class Augmentation(_Group):
     horizontal_flip: Flag
     rotation: Annotated[NonNegative, Field(description="must be a number >= 0 (turns)")]
     zoom: Rate
@@ -168,8 +168,7 @@ class Augmentation(BaseModel):
     normalization: _one_of(NORMALIZATIONS)
 
 
-class Wandb(BaseModel):
-    model_config = _group()
+class Wandb(_Group):
     mode: _one_of(WANDB_MODES)
     project: Name
     entity: Name | None
@@ -179,8 +178,7 @@ class Wandb(BaseModel):
     log_model: Flag
 
 
-class Gpu(BaseModel):
-    model_config = _group()
+class Gpu(_Group):
     share_memory: Flag
     jobs_at_once: Annotated[Literal["auto"] | PositiveInt,
                             Field(description="must be auto or a positive integer")]
@@ -190,8 +188,7 @@ class Gpu(BaseModel):
                        Field(min_length=1, description="must be a list of GPU ids, e.g. [0,1], or null for every visible GPU")] | None
 
 
-class Diagnostics(BaseModel):
-    model_config = _group()
+class Diagnostics(_Group):
     enabled: Flag
     probe_images: Count  # positive when enabled: ablation.config.validate
     probe_seed: Seed
@@ -200,8 +197,7 @@ class Diagnostics(BaseModel):
                              f"report draws)", ge=0, le=MAX_ATTENTION_MAPS)
 
 
-class Published(BaseModel):
-    model_config = _group("forbid")
+class Published(_Closed):
     source: Text
     dataset: Text  # the dataset.name the figures were published for
     top1: Annotated[dict[StrictStr, dict[StrictStr, _number(
@@ -210,16 +206,14 @@ class Published(BaseModel):
                           "percentages in [0, 100]")]
 
 
-class Report(BaseModel):
-    model_config = _group()
+class Report(_Group):
     after_sweep: Flag
     plots: Flag
     published: Published | None  # the paper's top-1 beside the measured one
 
 
-class Tune(BaseModel):
+class Tune(_Group):
     """``tune=...``: each variant's search on validation (hydra_plugins.vit_ablation.tuned_sweep)."""
-    model_config = _group()
     params: Annotated[list[StrictStr], Field(min_length=1,
                                              description="must be a list of dotted config keys")]
     spread: Annotated[float, Strict(), Field(allow_inf_nan=False, gt=1,
@@ -234,12 +228,11 @@ class Tune(BaseModel):
 
 
 # every switch of the registry (ablation.config.switches), first
-_Switches = create_model("_Switches", **{key: (Switch, ...) for key in SWITCHES})
+_Switches = create_model("_Switches", __base__=_Group, **{key: (Switch, ...) for key in SWITCHES})
 
 
 class RunConfig(_Switches):
     """A job's whole config (``hydra`` aside), resolved."""
-    model_config = _group()
     seed: Seed
     name: Name
     results_dir: Text

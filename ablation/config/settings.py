@@ -59,16 +59,20 @@ def names_job_folder(key: str) -> bool:
     return key != PRESET_GROUP and is_setting(key)
 
 
-def flatten(config: Mapping, prefix: str = "") -> dict[str, str]:
-    """Dotted keys -> JSON-encoded values (nested mappings flattened)."""
+def dotted(config: Mapping, prefix: str = "") -> dict:
+    """Every dotted key of a nested mapping, a group before its keys, and its value."""
     flat = {}
     for key, value in config.items():
-        name = f"{prefix}{key}"
+        flat[f"{prefix}{key}"] = value
         if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = json.dumps(value, sort_keys=True)
+            flat.update(dotted(value, f"{prefix}{key}."))
     return flat
+
+
+def flatten(config: Mapping) -> dict[str, str]:
+    """Dotted keys -> JSON-encoded values (nested mappings flattened)."""
+    return {k: json.dumps(v, sort_keys=True) for k, v in dotted(config).items()
+            if not isinstance(v, Mapping)}
 
 
 def settings(config: Mapping) -> dict[str, str]:

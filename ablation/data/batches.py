@@ -29,9 +29,7 @@ from ablation.augment.official import OfficialAugment
 
 def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
     """Integer labels -> float32 one-hot rows (the soft-target form every loss here takes)."""
-    out = np.zeros((len(labels), num_classes), dtype=np.float32)
-    out[np.arange(len(labels)), np.asarray(labels, dtype=np.int64)] = 1.0
-    return out
+    return np.eye(num_classes, dtype=np.float32)[np.asarray(labels, dtype=np.int64)]
 
 
 def pad_rows(array: np.ndarray, size: int) -> np.ndarray:
@@ -41,20 +39,16 @@ def pad_rows(array: np.ndarray, size: int) -> np.ndarray:
     images, so nothing in them can be NaN or infinite (a weight of 0 times a NaN
     gradient is NaN), and no normalisation sees an out-of-distribution row.
     """
-    missing = int(size) - len(array)
-    if missing <= 0:
+    if int(size) <= len(array):
         return array
-    if len(array) == 0:
-        raise ValueError("cannot pad an empty batch")
-    return np.concatenate([array, array[np.arange(missing) % len(array)]])
+    return np.resize(array, (int(size), *np.shape(array)[1:]))
 
 
 def padded(x: np.ndarray, y: np.ndarray, batch_size: int):
     """(x, y, sample_weight) with the rows rounded up to a multiple of ``batch_size``,
     the weight 1 on the real rows and 0 on the padding. An empty split stays empty."""
     size = math.ceil(len(x) / batch_size) * batch_size
-    weights = np.zeros(size, dtype=np.float32)
-    weights[:len(x)] = 1.0
+    weights = (np.arange(size) < len(x)).astype(np.float32)
     return pad_rows(x, size), pad_rows(np.asarray(y), size), weights
 
 
@@ -82,8 +76,6 @@ class Mixer:
 
     def __init__(self, probability: float = 0.5, mixup_alpha: float = 1.0,
                  cutmix_alpha: float = 1.0, seed: int | None = None):
-        if not 0.0 <= float(probability) <= 1.0:
-            raise ValueError(f"mixing probability must be in [0, 1], got {probability!r}")
         self.probability = float(probability)
         self.rng = np.random.default_rng(seed)
         self.mixup_alpha = float(mixup_alpha or 0.0)
@@ -146,8 +138,6 @@ class TrainingBatches(keras.utils.PyDataset):
                  augment: OfficialAugment | None = None, seed: int = 0,
                  initial_epoch: int = 0, pad: bool = False, **kwargs):
         super().__init__(**kwargs)
-        if int(passes) < 1:
-            raise ValueError(f"passes must be >= 1, got {passes!r}")
         self.x, self.y = x, np.asarray(y)
         self.num_classes = int(num_classes)
         self.batch_size = int(batch_size)

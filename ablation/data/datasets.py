@@ -8,6 +8,7 @@ backend-neutral: augmentation runs inside the model (see
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -62,12 +63,8 @@ def load_cifar(cfg: Mapping, fine: bool) -> tuple:
         return read_cifar(cfg["path"], fine)
     import keras
 
-    if fine:
-        (x_train, y_train), (x_test, y_test) = _download(
-            name, lambda: keras.datasets.cifar100.load_data(label_mode="fine"))
-    else:
-        (x_train, y_train), (x_test, y_test) = _download(
-            name, keras.datasets.cifar10.load_data)
+    dataset = keras.datasets.cifar100 if fine else keras.datasets.cifar10  # 100: fine labels
+    (x_train, y_train), (x_test, y_test) = _download(name, dataset.load_data)
     classes = [str(i) for i in range(100 if fine else 10)]
     return x_train, y_train.reshape(-1), x_test, y_test.reshape(-1), classes
 
@@ -283,8 +280,6 @@ def load_dataset_cached(cfg: Mapping, seed: int) -> Dataset:
     depends on it); only the latest entry is kept, and its arrays are
     read-only, so no job can change what the next one sees.
     """
-    import json
-
     key = (json.dumps(dict(cfg), sort_keys=True, default=str), int(seed))
     if key not in _CACHE:
         _CACHE.clear()  # drop the old arrays before loading new ones

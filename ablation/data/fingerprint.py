@@ -16,23 +16,26 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
+from ablation.data import raw_files
+from ablation.data.datasets import source_files
+from ablation.data.formats import DataError, one_line
+from ablation.files import shown
+
 _CACHE: dict[tuple, dict] = {}
 
 
 def _folder_digest(source: Path, paths: list[Path]) -> str:
     """SHA-256 over each file's name relative to ``source`` and content, in sorted order."""
-    from ablation.data.raw_files import file_digest
-
     h = hashlib.sha256()
     for rel, path in sorted((os.fsencode(p.relative_to(source)), p) for p in paths):
-        h.update(rel + b"\0" + file_digest(path).encode() + b"\n")
+        h.update(rel + b"\0" + raw_files.file_digest(path).encode() + b"\n")
     return h.hexdigest()
 
 
 def _library_fingerprint(cfg: Mapping) -> dict:
     if cfg["name"] == "synthetic":  # what is drawn, and with which generator
-        import numpy as np
-
         text = (f"numpy {np.__version__} synthetic {cfg['train_size']}+{cfg['test_size']} "
                 f"{cfg['image_size']}x{cfg['image_size']}x{cfg['channels']} "
                 f"{cfg['num_classes']} classes, seed {cfg['split_seed']}")
@@ -51,11 +54,6 @@ def data_fingerprint(cfg: Mapping) -> dict:
 
     A file that cannot be read (not a regular file, over the cap, gone) is a
     :class:`~ablation.data.formats.DataError` in one line, never a wait."""
-    from ablation.data import raw_files
-    from ablation.data.datasets import source_files
-    from ablation.files import shown
-    from ablation.data.formats import DataError, one_line
-
     read = source_files(cfg)
     if read is None:
         return _library_fingerprint(cfg)
@@ -86,8 +84,6 @@ def recorded_fingerprint(earlier: Mapping | None) -> dict | None:
 
 def check_same_data(earlier: Mapping | None, now: Mapping, folder) -> None:
     """Refuse, in one line, to resume or skip a run trained on other data."""
-    from ablation.data.formats import DataError
-
     before = recorded_fingerprint(earlier)
     if before is None or before["fingerprint"] == now["fingerprint"]:
         return

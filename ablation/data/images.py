@@ -12,6 +12,7 @@ the same ones (:func:`image_folder_files`).
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ def class_files(folder: Path) -> ClassFiles:
             listing.not_images[entry.suffix.lower() or "(no suffix)"] += 1
         else:
             try:
-                too_big = raw_files.size(entry) > MAX_IMAGE_BYTES
+                too_big = os.stat(entry).st_size > MAX_IMAGE_BYTES   # links followed
             except OSError:  # gone since the listing
                 listing.skipped.append((NO_TARGET, entry))
                 continue
@@ -181,35 +182,29 @@ def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
     from PIL import UnidentifiedImageError
 
     images, labels = [], []
-    skipped = Counter()      # reason -> files
-    examples: dict[str, list[str]] = {}
+    skipped: list[tuple[str, Path]] = []   # (reason, file) for every file left out
     not_images = Counter()   # suffix -> files skipped for not being images
     for label, name in enumerate(classes):
         folder = root / name
         listing = class_files(folder)
         not_images.update(listing.not_images)
-        for reason, file in listing.skipped:
-            skipped[reason] += 1
-            examples.setdefault(reason, []).append(shown(file.relative_to(root)))
+        skipped += listing.skipped
         count = 0
         for file in listing.images:
             try:
                 images.append(read_image(file, size, channels))
             except TooLarge:
-                reason = f"too large (over {MAX_IMAGE_PIXELS:,} pixels)"
+                skipped.append((f"too large (over {MAX_IMAGE_PIXELS:,} pixels)", file))
             except files.NotAFile:  # it changed since the listing
-                reason = NOT_REGULAR
+                skipped.append((NOT_REGULAR, file))
             except files.TooBig:
-                reason = TOO_BIG_FILE
+                skipped.append((TOO_BIG_FILE, file))
             except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as e:
-                reason = "unreadable"
+                skipped.append(("unreadable", file))
                 log.debug("unreadable image %s: %s", shown(file), one_line(e))
             else:
                 labels.append(label)
                 count += 1
-                continue
-            skipped[reason] += 1
-            examples.setdefault(reason, []).append(shown(file.relative_to(root)))
         is_folder = raw_files.kind(folder) == "folder"
         if is_folder and count == 0:
             raise DataError(f"class folder {shown(folder)} has no readable images "
@@ -219,19 +214,20 @@ def read_image_tree(root: Path, classes: list[str], size: int, channels: int,
                 f"class {shown(name)!r} in {shown(root)} has {count} usable image(s): each class "
                 f"needs at least {minimum} (to train and to test on); add images or remove "
                 f"the folder")
-    _log_skipped(root, skipped, examples, not_images)
+    _log_skipped(root, skipped, not_images)
     return np.stack(images), np.asarray(labels, dtype=np.int64)
 
 
-def _log_skipped(root: Path, skipped: Counter, examples: dict, not_images: Counter) -> None:
+def _log_skipped(root: Path, skipped: list[tuple[str, Path]], not_images: Counter) -> None:
     """One line: every file left out of ``root``'s class folders, by reason."""
-    parts = [f"{n} {reason} (e.g. {', '.join(examples[reason][:3])})"
-             for reason, n in sorted(skipped.items())]
+    parts = [f"{n} {reason} (e.g. "
+             f"{', '.join([shown(f.relative_to(root)) for r, f in skipped if r == reason][:3])})"
+             for reason, n in sorted(Counter(reason for reason, _ in skipped).items())]
     if not_images:
         kinds = ", ".join(f"{n} {suffix}" for suffix, n in sorted(not_images.items()))
         parts.append(f"{sum(not_images.values())} not images ({kinds}; only "
                      f"{' '.join(IMAGE_SUFFIXES)} are read)")
     if parts:
         log.warning("skipped %d file(s) in the class folders of %s: %s",
-                    sum(skipped.values()) + sum(not_images.values()), shown(root),
+                    len(skipped) + sum(not_images.values()), shown(root),
                     "; ".join(parts))

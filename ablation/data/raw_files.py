@@ -45,11 +45,6 @@ def describe(path: Path) -> str:
         return f"unreadable ({e.strerror or e})"
 
 
-def size(path: Path) -> int:
-    """Bytes in a regular file (links followed), without opening it."""
-    return os.stat(path).st_size
-
-
 def read_gzip(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
     """The decompressed bytes of one gzip file, at most ``limit`` of them
     (a small file that unpacks to gigabytes stops there)."""

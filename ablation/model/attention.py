@@ -66,9 +66,11 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
 
     Two routes compute the same function (tests tie them, outputs and
     gradients): :meth:`attention_weights` and :meth:`mix` spell it out (tests,
-    locality diagnostics); :meth:`call`, what training runs, takes
-    :meth:`folded_call` when ``key_dim >= dim``, else the scale folded into the
-    queries and a constant mask bias (:meth:`fast_attention_logits`).
+    locality diagnostics); :meth:`call`, what training runs, takes the key and
+    output projections folded into weight products
+    (:func:`~ablation.model.folded_attention.folded_attention`) when ``key_dim >= dim``,
+    else the scale folded into the queries and a constant mask bias
+    (:meth:`fast_attention_logits`).
 
     ``qkv_bias=True``: the q, k and v projections have biases, as
     ``keras.layers.MultiHeadAttention`` (keras.io); the official code's have
@@ -246,7 +248,7 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         return self.output_dense(mixed)
 
     def folds_projections(self, dim: int) -> bool:
-        """Whether training uses :meth:`folded_call` for tokens of width ``dim``:
+        """Whether training uses the folded route for tokens of width ``dim``:
         the folded weights (dim x dim per head) are cheaper only when a head is
         at least as wide as a token (and the output as the input)."""
         return self.key_dim >= dim and self.output_dim in (None, dim)
@@ -258,17 +260,12 @@ class MultiHeadSelfAttention(Configured, layers.Layer):
         temperature = ops.cast(self.temperature, "float32")
         return 1.0 / temperature if self.temperature_form == "divide" else temperature
 
-    def folded_call(self, tokens, training=None):
-        """The layer's function with the key and output projections folded into
-        weight products (:func:`ablation.model.folded_attention.folded_attention`)."""
-        return folded_attention(self, tokens, training=training)
-
     def call(self, tokens, context=None, training=None, bias=None):
         if context is not None or self.talking_heads or self.official_cait_mask:
             # CaiT's attention: the explicit route (the fast ones assume neither)
             weights = self.attention_weights(tokens, context, bias)
         elif bias is None and self.folds_projections(tokens.shape[-1]):
-            return self.folded_call(tokens, training=training)
+            return folded_attention(self, tokens, training=training)
         else:
             weights = ops.softmax(self.fast_attention_logits(tokens, bias), axis=-1)
         weights = self.attention_dropout(weights, training=training)

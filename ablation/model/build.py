@@ -27,10 +27,7 @@ def model_arguments(model: Mapping) -> tuple[str, dict]:
     """(architecture, its build function's keyword arguments) from the ``model`` group:
     every key but ``name`` and ``architecture`` and other architectures' own (null) keys."""
     kwargs = {k: v for k, v in dict(model).items() if k not in ("name", "architecture")}
-    architecture = model["architecture"]
-    if architecture not in BUILDERS:
-        raise ValueError(f"model.architecture={architecture!r} is not one of "
-                         f"{', '.join(BUILDERS)}")
+    architecture = model["architecture"]   # one of BUILDERS: the schema refuses others
     if isinstance(kwargs["depth"], list) != (architecture in STAGED):
         raise ValueError(f"model.depth={kwargs['depth']!r}: a list (blocks per stage) for "
                          f"architecture={' or '.join(STAGED)}, a number of blocks otherwise")

@@ -64,6 +64,9 @@ SPT_ORDER = (0, 4, 2, 3, 1)
 TIMM_BLOCK = {"norm1.": "0.norm.", "attn.qkv.": "0.fn.to_qkv.", "attn.proj.": "0.fn.to_out.0.",
               "attn.scale": "0.fn.scale", "norm2.": "1.norm.", "mlp.fc1.": "1.fn.net.0.",
               "mlp.fc2.": "1.fn.net.3."}
+# The official CaiT's block names (LayerScale around each PreNorm) -> the official ViT block's.
+CAIT_BLOCK = {"0.fn.norm.": "0.norm.", "0.fn.fn.": "0.fn.", "1.fn.norm.": "1.norm.",
+              "1.fn.fn.": "1.fn."}
 _CHECK = ("check spt, lsa, learnable_temperature, the classes and model=paper, cait, pit, swin "
           "or t2t")
 
@@ -111,20 +114,38 @@ def _depth(state: Mapping, stack: str = "transformer", inner: str = "layers") ->
     return max(blocks) + 1
 
 
+def _norm(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
+    """The official LayerNorm with prefix ``o`` under layer path ``k``."""
+    return {k + "gamma": official[o + "weight"], k + "beta": official[o + "bias"]}
+
+
+def _dense(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
+    """The official Linear with prefix ``o`` as the Dense layer at path ``k``."""
+    return {k + "kernel": official[o + "weight"].T, k + "bias": official[o + "bias"]}
+
+
+def _renamed(official: Mapping, names: Mapping[str, str]) -> _Official:
+    """``official`` with every ``.<part>`` of a name that ``names`` holds written as
+    ``.<names[part]>``."""
+    renamed = _Official()
+    for name, value in official.items():
+        for part, vit in names.items():
+            name = name.replace(f".{part}", f".{vit}")
+        renamed[name] = value
+    return renamed
+
+
 def _common(official: Mapping, tokenizer: str) -> dict[str, np.ndarray]:
     """Embeddings, head and tokenizer (``tokenizer``: the official module's prefix
     whose ``merging`` is SPT's, or whose ``1`` is the plain patch embedding)."""
     w = {"position_embedding/embedding": official["pos_embedding"][0],
          "class_token/token": official["cls_token"],
-         "final_norm/gamma": official["mlp_head.0.weight"],
-         "final_norm/beta": official["mlp_head.0.bias"],
-         "logits/kernel": official["mlp_head.1.weight"].T,
-         "logits/bias": official["mlp_head.1.bias"]}
+         **_norm(official, "mlp_head.0.", "final_norm/"),
+         **_dense(official, "mlp_head.1.", "logits/")}
     if f"{tokenizer}merging.2.weight" in official:
         w.update(_shifted(official, tokenizer, "patch_tokenizer/"))
     else:
-        w["patch_tokenizer/projection/kernel"] = official["to_patch_embedding.1.weight"].T
-        w["patch_tokenizer/projection/bias"] = official["to_patch_embedding.1.bias"]
+        w.update(_dense(official, "to_patch_embedding.1.", "patch_tokenizer/projection/"))
     return w
 
 
@@ -168,14 +189,16 @@ def keras_weights(state: Mapping) -> dict[str, np.ndarray]:
 
 
 def _block(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
-    """The official ViT's (and PiT's, and Swin's renamed) block with prefix ``o`` under
-    block path ``k``."""
+    """The official ViT's block with prefix ``o`` (and every other's, renamed as
+    it) under block path ``k``: its two LayerNorms, q/k/v, output and MLP."""
     q, key, v = np.split(official[o + "0.fn.to_qkv.weight"], 3)
     w = {k + "attention/query/kernel": q.T, k + "attention/key/kernel": key.T,
          k + "attention/value/kernel": v.T,
-         k + "attention/output/kernel": official[o + "0.fn.to_out.0.weight"].T,
-         k + "attention/output/bias": official[o + "0.fn.to_out.0.bias"],
-         **_norms_and_mlp(official, k, o + "0.norm.", o + "1.norm.", o + "1.fn.net.")}
+         **_dense(official, o + "0.fn.to_out.0.", k + "attention/output/"),
+         **_norm(official, o + "0.norm.", k + "attention_norm/"),
+         **_norm(official, o + "1.norm.", k + "mlp_norm/"),
+         **_dense(official, o + "1.fn.net.0.", k + "mlp/dense_0/"),
+         **_dense(official, o + "1.fn.net.3.", k + "mlp/output/")}
     if o + "0.fn.scale" in official:
         w[k + "attention/temperature"] = official[o + "0.fn.scale"]
     if o + "0.fn.to_qkv.bias" in official:   # Swin's
@@ -184,39 +207,21 @@ def _block(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
     return w
 
 
-def _norms_and_mlp(official: Mapping, block: str, attention_norm: str, mlp_norm: str,
-                   mlp: str) -> dict[str, np.ndarray]:
-    """A block's two LayerNorms and its two-layer MLP, from their official prefixes."""
-    return {block + "attention_norm/gamma": official[attention_norm + "weight"],
-            block + "attention_norm/beta": official[attention_norm + "bias"],
-            block + "mlp_norm/gamma": official[mlp_norm + "weight"],
-            block + "mlp_norm/beta": official[mlp_norm + "bias"],
-            block + "mlp/dense_0/kernel": official[mlp + "0.weight"].T,
-            block + "mlp/dense_0/bias": official[mlp + "0.bias"],
-            block + "mlp/output/kernel": official[mlp + "3.weight"].T,
-            block + "mlp/output/bias": official[mlp + "3.bias"]}
-
-
 def cait_weights(official: Mapping) -> dict[str, np.ndarray]:
     """An official CaiT's state dict (arrays) under ``model=cait``'s weight paths."""
-    official = _Official(official)
+    official = _renamed(official, CAIT_BLOCK)
     w = _common(official, "to_patch_embedding.0.")
     for stack, name in (("patch_transformer", "block_"), ("cls_transformer", "class_block_")):
         for i in range(_depth(official, stack)):
             o, k = f"{stack}.layers.{i}.", f"{name}{i}/"
-            key, value = np.split(official[o + "0.fn.fn.to_kv.weight"], 2)
-            a, m = o + "0.fn.fn.", o + "1.fn.fn.net."
-            w.update({k + "attention/query/kernel": official[a + "to_q.weight"].T,
-                      k + "attention/key/kernel": key.T, k + "attention/value/kernel": value.T,
-                      k + "attention/output/kernel": official[a + "to_out.0.weight"].T,
-                      k + "attention/output/bias": official[a + "to_out.0.bias"],
+            a = o + "0.fn."   # its q and fused k, v stacked as the ViT's fused q/k/v
+            official[a + "to_qkv.weight"] = np.concatenate(
+                [official[a + "to_q.weight"], official[a + "to_kv.weight"]])
+            w.update({**_block(official, o, k),
                       k + "attention/pre_softmax_mixing": official[a + "mix_heads_pre_attn"],
                       k + "attention/post_softmax_mixing": official[a + "mix_heads_post_attn"],
                       k + "attention_scale": official[o + "0.scale"],
-                      k + "mlp_scale": official[o + "1.scale"],
-                      **_norms_and_mlp(official, k, o + "0.fn.norm.", o + "1.fn.norm.", m)})
-            if a + "scale" in official:
-                w[k + "attention/temperature"] = official[a + "scale"]
+                      k + "mlp_scale": official[o + "1.scale"]})
     return w
 
 
@@ -246,8 +251,7 @@ def _pool(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
     spt = o + "class_linear.weight" in official
     linear = o + ("class_linear." if spt else "cls_ff.")
     dim = official[linear + "weight"].shape[1]
-    w = {k + "class_projection/kernel": official[linear + "weight"].T,
-         k + "class_projection/bias": official[linear + "bias"]}
+    w = _dense(official, linear, k + "class_projection/")
     if spt:
         return {**w, **_shifted(official, o, k + "shifted_tokenizer/", dim)}
     conv = o + "downsample.net."
@@ -260,22 +264,16 @@ def _pool(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
 
 def t2t_weights(official: Mapping) -> dict[str, np.ndarray]:
     """An official T2T's state dict (arrays) under ``model=t2t``'s weight paths."""
-    official, renamed = _Official(official), _Official()
-    for name, value in official.items():
-        name = re.sub(r"^blocks\.", "transformer.layers.", name)
-        name = re.sub(r"^tokens_to_token\.attention(\d+)\.",   # numbered from 1 there
-                      lambda m: f"tokens_to_token.layers.{int(m[1]) - 1}.", name)
-        for part, vit in TIMM_BLOCK.items():
-            name = name.replace(f".{part}", f".{vit}")
-        renamed[name] = value
+    official = _Official(official)
+    renamed = _renamed({re.sub(r"^tokens_to_token\.attention(\d+)\.",   # numbered from 1 there
+                               lambda m: f"tokens_to_token.layers.{int(m[1]) - 1}.",
+                               re.sub(r"^blocks\.", "transformer.layers.", name)): value
+                        for name, value in official.items()}, TIMM_BLOCK)
     t = "tokens_to_token."
     w = {"class_token/token": official["cls_token"],
-         "final_norm/gamma": official["norm.weight"], "final_norm/beta": official["norm.bias"],
-         "logits/kernel": official["head.weight"].T, "logits/bias": official["head.bias"],
-         "patch_tokenizer/norm/gamma": official[t + "norm.weight"],
-         "patch_tokenizer/norm/beta": official[t + "norm.bias"],
-         "patch_tokenizer/projection/kernel": official[t + "project.weight"].T,
-         "patch_tokenizer/projection/bias": official[t + "project.bias"]}
+         **_norm(official, "norm.", "final_norm/"), **_dense(official, "head.", "logits/"),
+         **_norm(official, t + "norm.", "patch_tokenizer/norm/"),
+         **_dense(official, t + "project.", "patch_tokenizer/projection/")}
     for i in range(_depth(renamed)):
         w.update(_block(renamed, f"transformer.layers.{i}.", f"block_{i}/"))
     for j in range(_depth(renamed, "tokens_to_token")):
@@ -298,27 +296,23 @@ def _conv_as_linear(conv: np.ndarray) -> np.ndarray:
 
 def swin_weights(official: Mapping) -> dict[str, np.ndarray]:
     """An official Swin's state dict (arrays) under ``model=swin``'s weight paths."""
-    official = _Official(official)
+    official = _renamed(official, TIMM_BLOCK)
     w = {"position_embedding/embedding": official["absolute_pos_embed"][0],
-         "final_norm/gamma": official["norm.weight"], "final_norm/beta": official["norm.bias"],
-         "logits/kernel": official["head.weight"].T, "logits/bias": official["head.bias"]}
+         **_norm(official, "norm.", "final_norm/"), **_dense(official, "head.", "logits/")}
     if "patch_embed.merging.2.weight" in official:
         w.update(_shifted(official, "patch_embed.", "patch_tokenizer/"))
     else:
         w.update({"patch_tokenizer/projection/kernel":
                   _conv_as_linear(official["patch_embed.proj.weight"]).T,
                   "patch_tokenizer/projection/bias": official["patch_embed.proj.bias"],
-                  "patch_norm/gamma": official["patch_embed.norm.weight"],
-                  "patch_norm/beta": official["patch_embed.norm.bias"]})
+                  **_norm(official, "patch_embed.norm.", "patch_norm/")})
     block, stage = 0, 0
     while any(k.startswith(f"layers.{stage}.blocks.") for k in official):
         if stage:
             w.update(_merging(official, f"layers.{stage - 1}.", f"merge_{stage}/"))
         for i in range(_depth(official, f"layers.{stage}", "blocks")):
             o, k = f"layers.{stage}.blocks.{i}.", f"block_{block}/"
-            renamed = {o + new + key[len(o + old):]: value for key, value in official.items()
-                       for old, new in TIMM_BLOCK.items() if key.startswith(o + old)}
-            w.update(_block(_Official(renamed), o, k))
+            w.update(_block(official, o, k))
             w[k + "relative_position_bias"] = official[o + "attn.relative_position_bias_table"]
             block += 1
         stage += 1
@@ -329,10 +323,9 @@ def _merging(official: Mapping, o: str, k: str) -> dict[str, np.ndarray]:
     """The official Swin's merging after the stage of prefix ``o`` under path ``k``:
     SPT's ``merging`` over the stage's width, or the LayerNorm and ``reduction``."""
     if o + "downsample.merging.2.weight" in official:
-        width = official[o + "blocks.0.norm1.weight"].shape[0]
+        width = official[o + "blocks.0.0.norm.weight"].shape[0]
         return _shifted(official, o + "downsample.", k, width)
-    return {k + "norm/gamma": official[o + "downsample.norm.weight"],
-            k + "norm/beta": official[o + "downsample.norm.bias"],
+    return {**_norm(official, o + "downsample.norm.", k + "norm/"),
             k + "reduction/kernel": official[o + "downsample.reduction.weight"].T}
 
 

@@ -11,6 +11,7 @@ import keras
 from ablation.data import Dataset
 from ablation.model import build_model
 from ablation.train.epoch_metrics import MeanLoss
+from ablation.train.inputs import Feed
 from ablation.train.optimizer import build_optimizer
 from ablation.train.schedules import WarmupCosineDecay
 
@@ -91,8 +92,6 @@ def compiled_model(config: Mapping, data: Dataset, statistics) -> keras.Model:
     """The job's model, built from its seed with the normalisation ``statistics``
     and compiled for its schedule: what training starts from (and what the
     sweep's speed probe times)."""
-    from ablation.train.inputs import Feed
-
     feed = Feed.of(config)
     keras.utils.set_random_seed(int(config["seed"]))
     model = build_model(config, data.num_classes, data.input_shape, normalization=statistics)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from ablation.augment.normalization import model_statistics, normalization_statistics
 from ablation.data import Dataset
@@ -85,8 +86,6 @@ def keras_verbosity(value) -> int | str:
 
 def trainable_count(model: keras.Model) -> int:
     """Trainable parameters (not the normalisation statistics or other state)."""
-    import numpy as np
-
     return int(sum(np.prod(w.shape) for w in model.trainable_weights))
 
 

@@ -14,8 +14,6 @@ from collections.abc import Callable, Hashable, Mapping
 import keras
 from keras import ops
 
-from ablation.config.choices import EPSILON_FORMS
-
 
 class OncePerStep:
     """An optimizer mixin: within one :meth:`apply` (one training step, where the
@@ -112,11 +110,8 @@ class TorchFormAdamW(OncePerStep, keras.optimizers.AdamW):
 
 def build_optimizer(trainer: Mapping, learning_rate) -> keras.optimizers.Optimizer:
     """AdamW on ``learning_rate`` (a value or schedule) with the trainer's weight
-    decay, ``optimizer_epsilon`` and ``epsilon_form`` (``keras`` or ``torch``)."""
-    form = trainer["epsilon_form"]
-    if form not in EPSILON_FORMS:
-        raise ValueError(f"trainer.epsilon_form={form!r}: use keras or torch")
-    kind = TorchFormAdamW if form == "torch" else AdamW
+    decay, ``optimizer_epsilon`` and ``epsilon_form`` (``keras`` or ``torch``: the schema's)."""
+    kind = TorchFormAdamW if trainer["epsilon_form"] == "torch" else AdamW
     if kind is AdamW and keras.backend.backend() == "torch":
         kind = keras.optimizers.AdamW  # Keras's torch AdamW updates every variable in one pass
     return kind(learning_rate=learning_rate, weight_decay=float(trainer["weight_decay"]),

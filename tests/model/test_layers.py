@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ablation.model.attention import MultiHeadSelfAttention
+from ablation.model.folded_attention import folded_attention
 from ablation.augment.normalization import AdaptedNormalization
 from ablation.model.tokenizer import SHIFTS, PatchTokenizer
 from ablation.model.regularization import FastDropout
@@ -198,7 +199,7 @@ def test_fast_attention_paths_compute_the_explicit_one(dim, key_dim, bias, form,
         np.testing.assert_allclose(fast_logits[..., off_diagonal],
                                    plain_logits[..., off_diagonal], rtol=1e-5, atol=1e-5)
     else:  # the route itself, not only call()
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.folded_call(tokens)),
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(folded_attention(layer, tokens)),
                                    explicit, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(tokens)), explicit,
                                rtol=1e-5, atol=1e-5)
