@@ -53,7 +53,7 @@ SWIN_TESTS = _official_checks("swin", "the_lsa_mask_removes_each_windows_diagona
                               "stochastic_depth_rises_linearly_over_the_blocks")
 T2T_TESTS = _official_checks(
     "t2t", "the_lsa_mask_removes_self_attention_in_every_attention",
-    "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_the_backbone")
+    "the_blocks_drop_paths_rise_linearly_and_the_probe_reads_every_attention")
 CAIT_TESTS = _official_checks(
     "cait", "layer_scale_starts_as_the_official_by_position_in_its_stack",
     "the_default_mask_is_not_the_official_one",
@@ -267,18 +267,17 @@ MUTATIONS = (
         ("shift_two_pixels", "shift_and_stack(images, 1) if", "shift_and_stack(images, 2) if",
          "with spt, the image shifted by two pixels instead of one", None),
         ("shift_after_first_split",
-         "grid = shift_and_stack(images, 1) if self.shifted else images\n"
+         "grid, splits = shift_and_stack(images, 1) if self.shifted else images, []\n"
          "        for block in self.token_transformers:\n"
          "            rows, cols = (grid.shape[1] + 1) // 2, (grid.shape[2] + 1) // 2\n"
-         "            grid = ops.reshape(block(soft_split(grid), training=training),",
-         "grid = images\n"
+         "            splits.append(soft_split(grid))\n",
+         "grid, splits = images, []\n"
          "        for block in self.token_transformers:\n"
          "            rows, cols = (grid.shape[1] + 1) // 2, (grid.shape[2] + 1) // 2\n"
          "            split = ops.reshape(soft_split(grid), (-1, rows, cols, 9 * grid.shape[3]))\n"
          "            if self.shifted and block is self.token_transformers[0]:\n"
          "                split = shift_and_stack(split, 1)\n"
-         "            split = ops.reshape(split, (-1, rows * cols, split.shape[3]))\n"
-         "            grid = ops.reshape(block(split, training=training),",
+         "            splits.append(ops.reshape(split, (-1, rows * cols, split.shape[3])))\n",
          "with spt, the shift stacks the first soft split's windows, not the image", None),
         ("token_lsa_missed", "dict(self.attention, num_heads=1,",
          "dict(self.attention, mask_diagonal=False, num_heads=1,",
@@ -478,10 +477,12 @@ MUTATIONS = (
              "24 dimensions per head instead of 16"),
     Mutation("mlp_ratio_moved", "conf/model/paper.yaml", "mlp_hidden_units: [384]",
              "mlp_hidden_units: [576]", "MLP ratio 3 instead of 2"),
-    Mutation("patch_size_moved", "conf/model/paper.yaml", "patch_size: 4", "patch_size: 2",
-             "patches of 2 pixels instead of 4 on 32 px images"),
+    Mutation("patch_size_moved", "conf/model/paper.yaml", "patch_size: ${div:${.image_size},8}",
+             "patch_size: ${div:${.image_size},16}",
+             "patches of image side / 16 instead of / 8 (2 pixels on 32 px images)"),
     Mutation("tiny_imagenet_patch_size_moved", "conf/experiment/paper_tiny_imagenet.yaml",
-             "patch_size: 8", "patch_size: 4", "patches of 4 pixels instead of 8 on 64 px"),
+             "model:\n  image_size: 64", "model:\n  image_size: 32",
+             "the paper models sized for 32 px on 64 px images (patches of 4 pixels, not 8)"),
     Mutation("drop_path_moved", "conf/model/paper.yaml", "drop_path: 0.1", "drop_path: 0.2",
              "stochastic depth 0.2 instead of 0.1"),
     Mutation("dropout_on", "conf/model/paper.yaml", "\ndropout: 0.0", "\ndropout: 0.1",

@@ -1,0 +1,25 @@
+"""``tools/mutations.py`` stays runnable as the code moves: every mutation's text occurs
+once in its file, and every test it names exists, so each deliberate bug is still applied
+and still meets the tests meant to catch it."""
+import importlib
+import importlib.util
+import sys
+
+import pytest
+
+from tests.helpers.paths import ROOT
+
+spec = importlib.util.spec_from_file_location("mutations", ROOT / "tools" / "mutations.py")
+mutations = sys.modules.setdefault("mutations", importlib.util.module_from_spec(spec))
+spec.loader.exec_module(mutations)  # registered first: its dataclasses look it up
+
+
+@pytest.mark.parametrize("mutation", mutations.MUTATIONS, ids=lambda m: m.name)
+def test_each_mutation_applies_once_and_names_tests_that_exist(mutation):
+    assert (ROOT / mutation.file).read_text().count(mutation.old) == 1, mutation.file
+    for test in mutation.tests or mutations.TESTS:
+        file, _, name = test.partition("::")
+        assert (ROOT / file).is_file(), test
+        if name:  # defined in its module, or bound there (official_checks' tests)
+            module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+            assert callable(getattr(module, name, None)), test
