@@ -42,7 +42,6 @@ class Study:
     centre: dict[str, float]       # the preset's values of the searched keys
     identity: dict[str, str]       # its settings and switches (seed aside): what it tunes
     finals: list[list[str]] = field(default_factory=list)  # one combination per final seed
-    seeds: list[int] = field(default_factory=list)
 
     def id(self, protocol: Protocol) -> str:
         """The study's name in the journal and its jobs' ``tune.study``, from its
@@ -64,7 +63,7 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
          config_of: Callable[[list[str]], Mapping]) -> list[Study]:
     """The studies of a sweep's ``combinations`` (each job's overrides, as the
     basic sweeper expands them); ``config_of`` composes a job's resolved config.
-    Refuses, in one line, what cannot be tuned fairly."""
+    What cannot be tuned fairly was refused before the sweep (:func:`check_jobs`)."""
     studies: dict[tuple[str, ...], Study] = {}
     for combination in combinations:
         config = config_of(list(combination))
@@ -76,20 +75,8 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
                 overrides=rest, centre=_centre(protocol, config),
                 identity={**settings(config), **{k: json.dumps(v)
                                                  for k, v in switches(config).items()}})
-            _check_config(protocol, config, study.name)
         study.finals.append(list(combination))
-        study.seeds.append(int(config["seed"]))
-    for study in studies.values():
-        _check_search_seed(protocol, study.seeds, f" of {study.name}")
     return list(studies.values())
-
-
-def _check_search_seed(protocol: Protocol, seeds, of: str = "") -> None:
-    if protocol.search_seed in seeds:
-        raise ConfigError(
-            f"tune.search_seed={protocol.search_seed} is also a final seed{of}: the search "
-            f"must train with a seed apart from the final runs' (set tune.search_seed to "
-            f"another value)")
 
 
 def _study_name(config: Mapping, rest: list[str]) -> str:
@@ -112,14 +99,6 @@ def _centre(protocol: Protocol, config: Mapping) -> dict[str, float]:
     return centre
 
 
-def _check_config(protocol: Protocol, config: Mapping, name: str) -> None:
-    if config["trainer"]["protocol"] != "holdout":
-        raise ConfigError(
-            f"tune=... needs a validation split to choose on, and {name} trains with "
-            f"trainer.protocol={config['trainer']['protocol']} (no validation split): "
-            f"use trainer.protocol=holdout")
-
-
 def check_jobs(jobs: Sequence[Mapping]) -> None:
     """What a tuned sweep refuses before anything trains, from its jobs' resolved
     configs (those of its final runs): no Optuna, a config without a validation
@@ -133,9 +112,17 @@ def check_jobs(jobs: Sequence[Mapping]) -> None:
     except ImportError:
         raise ConfigError('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
     protocol = Protocol.of(tune)
-    _check_search_seed(protocol, {int(job["seed"]) for job in jobs})
+    if protocol.search_seed in {int(job["seed"]) for job in jobs}:
+        raise ConfigError(
+            f"tune.search_seed={protocol.search_seed} is also a final seed: the search "
+            f"must train with a seed apart from the final runs' (set tune.search_seed to "
+            f"another value)")
     for job in jobs:
-        _check_config(protocol, job, variant_name(switches(job)))
+        if job["trainer"]["protocol"] != "holdout":
+            raise ConfigError(
+                f"tune=... needs a validation split to choose on, and "
+                f"{variant_name(switches(job))} trains with trainer.protocol="
+                f"{job['trainer']['protocol']} (no validation split): use trainer.protocol=holdout")
         _check_range(protocol, job, _centre(protocol, job))
 
 
@@ -304,16 +291,10 @@ class Tuner:
         from ablation.runs.lock import JobBusy, job_lock
         from hydra_plugins.vit_ablation.search import DamagedJournal
 
-        try:
-            import optuna  # noqa: F401 - the search's storage and sampler
-        except ImportError:
-            raise Refused('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
+        # no Optuna and what cannot be tuned were refused before the sweep (SweepStart)
         parser = OverridesParser.create(config_loader=self.loader)
         combinations = sweep_jobs(parser.parse_overrides(list(arguments)))
-        try:
-            studies = plan(self.protocol, combinations, self.config_of)
-        except ConfigError as e:
-            raise Refused(e) from None
+        studies = plan(self.protocol, combinations, self.config_of)
         tuning = self.sweep_dir / TUNING_FOLDER
         try:  # where the search keeps its files, checked before anything is written
             own_file(make_folder(tuning) / JOURNAL_FILE)

@@ -27,6 +27,7 @@ from hydra_plugins.vit_ablation.search import DamagedJournal, Search
 from hydra_plugins.vit_ablation.tuned_sweep import (
     JOURNAL_FILE,
     TUNING_FOLDER,
+    check_jobs,
     final_overrides,
     plan,
     trial_overrides,
@@ -48,7 +49,7 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     protocol = Protocol.of(compose_config(TUNE)["tune"])
     studies = plan(protocol, combinations, _config_of())
     assert [s.variant for s in studies] == ["spt+lsa+temp", "lsa+temp"]
-    assert [s.seeds for s in studies] == [[0, 1], [0, 1]]
+    assert [s.finals for s in studies] == [combinations[:2], combinations[2:]]
     assert studies[0].centre == {"trainer.learning_rate": 0.003}  # the smoke preset's
     low, high = studies[0].ranges(protocol)["trainer.learning_rate"]
     assert low == pytest.approx(0.0003) and high == pytest.approx(0.03)
@@ -83,11 +84,9 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     (["trainer.weight_decay=0", "tune=learning_rate_weight_decay"], "must be a positive number"),
 ])
 def test_an_unfair_or_impossible_search_is_refused_in_one_line(extra, says):
-    combinations = [["spt=true", "seed=0"], ["spt=true", "seed=1"]]
     config_of = _config_of(*extra)
-    protocol = Protocol.of(config_of([])["tune"])
     with pytest.raises(ConfigError, match=says) as caught:
-        plan(protocol, combinations, config_of)
+        check_jobs([config_of(["spt=true", "seed=0"]), config_of(["spt=true", "seed=1"])])
     assert "\n" not in str(caught.value)
 
 
