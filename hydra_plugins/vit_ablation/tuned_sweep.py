@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablation.config.folders import override_key
 from ablation.config.refusals import ConfigError
 from ablation.config.settings import flatten, names_job_folder, settings
 from ablation.config.switches import switches, variant_name
@@ -55,10 +56,6 @@ class Study:
                 for key, value in self.centre.items()}
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
          config_of: Callable[[list[str]], Mapping]) -> list[Study]:
     """The studies of a sweep's ``combinations`` (each job's overrides, as the
@@ -67,7 +64,7 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
     studies: dict[tuple[str, ...], Study] = {}
     for combination in combinations:
         config = config_of(list(combination))
-        rest = [o for o in combination if _key(o) != "seed"]
+        rest = [o for o in combination if override_key(o) != "seed"]
         study = studies.get(tuple(rest))
         if study is None:
             study = studies[tuple(rest)] = Study(
@@ -80,7 +77,7 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
 
 
 def _study_name(config: Mapping, rest: list[str]) -> str:
-    others = [o for o in rest if names_job_folder(_key(o))]
+    others = [o for o in rest if names_job_folder(override_key(o))]
     return variant_name(switches(config)) + (f" ({', '.join(others)})" if others else "")
 
 
@@ -167,8 +164,8 @@ def _assign(values: Mapping[str, float]) -> list[str]:
 def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
     """``overrides`` with ``added``, which replace any of the same keys (a key
     set twice would name the job folder twice)."""
-    keys = {_key(o) for o in added}
-    return [*(o for o in overrides if _key(o) not in keys), *added]
+    keys = {override_key(o) for o in added}
+    return [*(o for o in overrides if override_key(o) not in keys), *added]
 
 
 def trial_overrides(protocol: Protocol, study: Study, number: int,
