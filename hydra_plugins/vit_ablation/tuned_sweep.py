@@ -169,13 +169,13 @@ def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
 
 
 def trial_overrides(protocol: Protocol, study: Study, number: int,
-                    values: Mapping[str, float], variant: str) -> list[str]:
+                    values: Mapping[str, float]) -> list[str]:
     """A trial job's overrides: its study's combination at the proposed values,
     with the search's seed and epochs, named ``<variant>-s<search seed>-trial<number>``."""
     return _with(study.overrides, [
         f"seed={protocol.search_seed}", *_assign(values),
         *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
-        f"run_name={variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
+        f"run_name={study.variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
         f"tune.study={study.id(protocol)}", f"tune.trial={number}"])
 
 
@@ -334,8 +334,7 @@ class Tuner:
             batch = []
             for study in pending:
                 number, values = search.next_trial(ids[study.name], ranges[study.name])
-                batch.append((study, number, trial_overrides(protocol, study, number, values,
-                                                             study.variant)))
+                batch.append((study, number, trial_overrides(protocol, study, number, values)))
             results = self._launch([overrides for _, _, overrides in batch])
             unfinished = []
             for (study, number, _), result in zip(batch, results):
@@ -377,7 +376,7 @@ class Tuner:
         from ablation.runs.record import RecordError, read_record
 
         folder = self.sweeper.folder_of(
-            trial_overrides(self.protocol, study, number, values, study.variant))
+            trial_overrides(self.protocol, study, number, values))
         try:
             record = read_record(folder / "run.json")
         except (RecordError, OSError) as e:

@@ -60,14 +60,13 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     other = plan(protocol, combinations, _config_of("trainer.batch_size=32"))
     assert other[0].id(protocol) != studies[0].id(protocol)
 
-    trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345},
-                            studies[0].variant)
+    trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345})
     assert "seed=1000" in trial and "trainer.learning_rate=0.00123" in trial
     assert "run_name=spt+lsa+temp-s1000-trial3" in trial and "tune.role=trial" in trial
     with_epochs = plan(protocol, [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
     trial_epochs = [o for o in trial_overrides(Protocol.of(compose_config(
-        [*TUNE, "tune.epochs=1"])["tune"]), with_epochs, 0, {"trainer.learning_rate": 0.001},
-        "x") if o.startswith("trainer.epochs=")]
+        [*TUNE, "tune.epochs=1"])["tune"]), with_epochs, 0, {"trainer.learning_rate": 0.001})
+        if o.startswith("trainer.epochs=")]
     assert trial_epochs == ["trainer.epochs=1"]  # replaced, not named twice
     final = final_overrides(protocol, studies[0], combinations[1],
                             {"trainer.learning_rate": 0.0012345})
@@ -300,7 +299,7 @@ def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
         drawn.append(values)
         search.tell(study.id(protocol), number, _objective(values))
     assert len({v["trainer.weight_decay"] for v in drawn}) == 4  # drawn, not held at the centre
-    trial = trial_overrides(protocol, study, 0, drawn[0], study.variant)
+    trial = trial_overrides(protocol, study, 0, drawn[0])
     entry = tuning_entry(compose_config([*tune, *trial]))
     assert entry["values"] == drawn[0]
     trainer = compose_config([*tune, *trial])["trainer"]
