@@ -36,24 +36,28 @@ LOCK_FILE = ".lock"
 
 @dataclass
 class Study:
-    """One variant's search: its combination without the seed, and its final runs."""
+    """One variant's search under the sweep's ``protocol``: its combination without
+    the seed, and its final runs."""
     name: str                      # the variant, with any other swept setting: for people
     variant: str                   # its switches' name (``spt+lsa+temp``): its trials' run names
     overrides: list[str]           # the combination, seed left out
     centre: dict[str, float]       # the preset's values of the searched keys
     identity: dict[str, str]       # its settings and switches (seed aside): what it tunes
+    protocol: Protocol
     finals: list[list[str]] = field(default_factory=list)  # one combination per final seed
 
-    def id(self, protocol: Protocol) -> str:
+    @property
+    def id(self) -> str:
         """The study's name in the journal and its jobs' ``tune.study``, from its
         settings, switches and protocol: any command asking for the same search finds it."""
-        text = json.dumps({"experiment": self.identity, **protocol.key()}, sort_keys=True)
+        text = json.dumps({"experiment": self.identity, **self.protocol.key()}, sort_keys=True)
         # a letter first: an override value of hex digits alone could parse as a number
         return "s" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
-    def ranges(self, protocol: Protocol) -> dict[str, tuple[float, float]]:
-        return {key: (value / protocol.spread, value * protocol.spread)
-                for key, value in self.centre.items()}
+    @property
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        spread = self.protocol.spread
+        return {key: (value / spread, value * spread) for key, value in self.centre.items()}
 
 
 def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
@@ -71,7 +75,8 @@ def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
                 name=_study_name(config, rest), variant=variant_name(switches(config)),
                 overrides=rest, centre=_centre(protocol, config),
                 identity={**settings(config), **{k: json.dumps(v)
-                                                 for k, v in switches(config).items()}})
+                                                 for k, v in switches(config).items()}},
+                protocol=protocol)
         study.finals.append(list(combination))
     return list(studies.values())
 
@@ -168,22 +173,21 @@ def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
     return [*(o for o in overrides if override_key(o) not in keys), *added]
 
 
-def trial_overrides(protocol: Protocol, study: Study, number: int,
-                    values: Mapping[str, float]) -> list[str]:
+def trial_overrides(study: Study, number: int, values: Mapping[str, float]) -> list[str]:
     """A trial job's overrides: its study's combination at the proposed values,
     with the search's seed and epochs, named ``<variant>-s<search seed>-trial<number>``."""
+    protocol = study.protocol
     return _with(study.overrides, [
         f"seed={protocol.search_seed}", *_assign(values),
         *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
         f"run_name={study.variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
-        f"tune.study={study.id(protocol)}", f"tune.trial={number}"])
+        f"tune.study={study.id}", f"tune.trial={number}"])
 
 
-def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str],
+def final_overrides(study: Study, combination: Sequence[str],
                     values: Mapping[str, float]) -> list[str]:
     """A final run's overrides: its combination at its study's chosen values."""
-    return _with(combination, [*_assign(values), "tune.role=final",
-                               f"tune.study={study.id(protocol)}"])
+    return _with(combination, [*_assign(values), "tune.role=final", f"tune.study={study.id}"])
 
 
 def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path]]:
@@ -234,8 +238,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     trials, finals = [], []
     progress = {}
     for study in studies:
-        used, best = (search.progress(study.id(protocol), study.ranges(protocol)) if search
-                      else (0, None))
+        used, best = search.progress(study.id, study.ranges) if search else (0, None)
         progress[study.name] = (max(protocol.trials - used, 0), best)
     for number in range(max((left for left, _ in progress.values()), default=0)):
         for study in studies:  # one trial of every unfinished study a round, as launched
@@ -252,7 +255,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
             if left:
                 finals.append((values_of(combination), unknown))
             elif best is not None:
-                finals.append(compose(final_overrides(protocol, study, combination, best[1])))
+                finals.append(compose(final_overrides(study, combination, best[1])))
     return [*trials, *finals]
 
 
@@ -315,10 +318,8 @@ class Tuner:
 
         protocol = self.protocol
         search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
-        ids = {study.name: study.id(protocol) for study in studies}
-        ranges = {study.name: study.ranges(protocol) for study in studies}
-        left = {name: max(protocol.trials - search.used(ids[name], ranges[name]), 0)
-                for name in ids}
+        left = {study.name: max(protocol.trials - search.used(study.id, study.ranges), 0)
+                for study in studies}
         trial_epochs = [int(self.config_of(study.finals[0])["trainer"]["epochs"])
                         if protocol.epochs is None else protocol.epochs for study in studies]
         final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
@@ -330,18 +331,18 @@ class Tuner:
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
         while pending := [s for s in studies
-                           if search.used(ids[s.name], ranges[s.name]) < protocol.trials]:
+                           if search.used(s.id, s.ranges) < protocol.trials]:
             batch = []
             for study in pending:
-                number, values = search.next_trial(ids[study.name], ranges[study.name])
-                batch.append((study, number, trial_overrides(protocol, study, number, values)))
+                number, values = search.next_trial(study.id, study.ranges)
+                batch.append((study, number, trial_overrides(study, number, values)))
             results = self._launch([overrides for _, _, overrides in batch])
             unfinished = []
             for (study, number, _), result in zip(batch, results):
                 folder = job_folder(result, self.sweeper.folder_of)
                 status, value = objective(result)
                 if status in ("completed", "failed"):
-                    search.tell(ids[study.name], number, value)
+                    search.tell(study.id, number, value)
                 if status == "failed":  # a search outcome (a diverged rate), not a failed sweep
                     log.warning("%s trial %d failed at %s; it counts against the budget (%s)",
                                 study.name, number, folder.name, "see its run.json")
@@ -355,7 +356,7 @@ class Tuner:
                 return
         finals = []
         for study in studies:
-            best = search.best(ids[study.name], ranges[study.name],
+            best = search.best(study.id, study.ranges,
                                agrees=lambda *trial, study=study: self._agrees(study, *trial))
             if best is None:
                 log.warning("%s: no trial completed, so no values to train the final runs at",
@@ -365,8 +366,7 @@ class Tuner:
             log.info("%s: %s, the best of %d trials (trial %d: validation top-1 %.2f%%)",
                      study.name, ", ".join(f"{k}={v:g}" for k, v in values.items()),
                      protocol.trials, number, 100 * score)
-            finals += [final_overrides(protocol, study, combination, values)
-                       for combination in study.finals]
+            finals += [final_overrides(study, combination, values) for combination in study.finals]
         if finals:
             self.returns += self._launch(finals)
 
@@ -376,7 +376,7 @@ class Tuner:
         from ablation.runs.record import RecordError, read_record
 
         folder = self.sweeper.folder_of(
-            trial_overrides(self.protocol, study, number, values))
+            trial_overrides(study, number, values))
         try:
             record = read_record(folder / "run.json")
         except (RecordError, OSError) as e:

@@ -51,29 +51,29 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     assert [s.variant for s in studies] == ["spt+lsa+temp", "lsa+temp"]
     assert [s.finals for s in studies] == [combinations[:2], combinations[2:]]
     assert studies[0].centre == {"trainer.learning_rate": 0.003}  # the smoke preset's
-    low, high = studies[0].ranges(protocol)["trainer.learning_rate"]
+    low, high = studies[0].ranges["trainer.learning_rate"]
     assert low == pytest.approx(0.0003) and high == pytest.approx(0.03)
-    assert studies[0].id(protocol) != studies[1].id(protocol)
+    assert studies[0].id != studies[1].id
     # a command naming other paths or outputs finds the same studies; another setting does not
     again = plan(protocol, combinations, _config_of("results_dir=elsewhere", "report.plots=false"))
-    assert [s.id(protocol) for s in again] == [s.id(protocol) for s in studies]
+    assert [s.id for s in again] == [s.id for s in studies]
     other = plan(protocol, combinations, _config_of("trainer.batch_size=32"))
-    assert other[0].id(protocol) != studies[0].id(protocol)
+    assert other[0].id != studies[0].id
 
-    trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345})
+    trial = trial_overrides(studies[0], 3, {"trainer.learning_rate": 0.0012345})
     assert "seed=1000" in trial and "trainer.learning_rate=0.00123" in trial
     assert "run_name=spt+lsa+temp-s1000-trial3" in trial and "tune.role=trial" in trial
-    with_epochs = plan(protocol, [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
-    trial_epochs = [o for o in trial_overrides(Protocol.of(compose_config(
-        [*TUNE, "tune.epochs=1"])["tune"]), with_epochs, 0, {"trainer.learning_rate": 0.001})
-        if o.startswith("trainer.epochs=")]
+    with_epochs = plan(Protocol.of(compose_config([*TUNE, "tune.epochs=1"])["tune"]),
+                       [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
+    trial_epochs = [o for o in trial_overrides(with_epochs, 0, {"trainer.learning_rate": 0.001})
+                    if o.startswith("trainer.epochs=")]
     assert trial_epochs == ["trainer.epochs=1"]  # replaced, not named twice
-    final = final_overrides(protocol, studies[0], combinations[1],
+    final = final_overrides(studies[0], combinations[1],
                             {"trainer.learning_rate": 0.0012345})
     assert final[:2] == combinations[1] and "tune.role=final" in final
     entry = tuning_entry(compose_config([*TUNE, *trial]))
     assert entry["values"] == {"trainer.learning_rate": 0.00123} and entry["trial"] == 3
-    assert entry["study"] == studies[0].id(protocol) and entry["objective"] == "final_val_top1"
+    assert entry["study"] == studies[0].id and entry["objective"] == "final_val_top1"
 
 
 @pytest.mark.parametrize("extra, says", [
@@ -288,18 +288,18 @@ def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
     protocol = Protocol.of(compose_config(tune)["tune"])
     (study,) = plan(protocol, [["spt=true", "seed=0"]], lambda o: compose_config([*tune, *o]))
     assert study.centre == {"trainer.learning_rate": 0.003, "trainer.weight_decay": 0.01}
-    ranges = study.ranges(protocol)
+    ranges = study.ranges
     assert ranges["trainer.weight_decay"] == pytest.approx((0.001, 0.1))
     search = Search(tmp_path / "journal.log", protocol)
     drawn = []
     for _ in range(4):
-        number, values = search.next_trial(study.id(protocol), ranges)
+        number, values = search.next_trial(study.id, ranges)
         assert set(values) == set(ranges)
         assert all(low <= values[key] <= high for key, (low, high) in ranges.items())
         drawn.append(values)
-        search.tell(study.id(protocol), number, _objective(values))
+        search.tell(study.id, number, _objective(values))
     assert len({v["trainer.weight_decay"] for v in drawn}) == 4  # drawn, not held at the centre
-    trial = trial_overrides(protocol, study, 0, drawn[0])
+    trial = trial_overrides(study, 0, drawn[0])
     entry = tuning_entry(compose_config([*tune, *trial]))
     assert entry["values"] == drawn[0]
     trainer = compose_config([*tune, *trial])["trainer"]
