@@ -194,9 +194,10 @@ def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path
     """What the sweep will train, as (config, folder) pairs in launch order, for its
     estimate: outside a tuned sweep, ``jobs``; in one, each study's trials still to run
     (stand-ins at the preset's values), then its final runs (at the chosen values where
-    the search has ended; else counted whole). ``config``: the sweep's Hydra config.
-    Should the plan fail, no estimate: with one warning, or none for a damaged journal,
-    which the tuning then refuses in one line."""
+    the search has ended; else counted whole). ``config``: the sweep's Hydra config;
+    ``jobs``: its combinations composed, in order (``job_configs``). Should the plan
+    fail, no estimate: with one warning, or none for a damaged journal, which the
+    tuning then refuses in one line."""
     from hydra_plugins.vit_ablation.search import DamagedJournal
 
     tune = jobs[0][0].get("tune") if jobs else None
@@ -225,13 +226,8 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     compose = partial(sweep_job, GlobalHydra.instance().config_loader(), config)
     combinations = sweep_jobs(OverridesParser.create().parse_overrides(
         list(config.hydra.overrides.task)))
-    composed = ({tuple(c): job for c, (job, _) in zip(combinations, jobs)}
-                if len(combinations) == len(jobs) else {})
-
-    def values_of(combination) -> dict:
-        return composed.get(tuple(combination)) or compose(combination)[0]
-
-    studies = plan(protocol, combinations, values_of)
+    composed = {tuple(c): job for c, (job, _) in zip(combinations, jobs)}
+    studies = plan(protocol, combinations, lambda combination: composed[tuple(combination)])
     sweep_dir = Path(str(config.hydra.sweep.dir))
     search = Search.existing(sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
     unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
@@ -243,7 +239,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     for number in range(max((left for left, _ in progress.values()), default=0)):
         for study in studies:  # one trial of every unfinished study a round, as launched
             if progress[study.name][0] > number:
-                first = values_of(study.finals[0])
+                first = composed[tuple(study.finals[0])]
                 trials.append(({**first, "seed": protocol.search_seed,
                                 "trainer": {**first["trainer"],
                                             **({"epochs": protocol.epochs}
@@ -253,7 +249,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
         left, best = progress[study.name]
         for combination in study.finals:
             if left:
-                finals.append((values_of(combination), unknown))
+                finals.append((composed[tuple(combination)], unknown))
             elif best is not None:
                 finals.append(compose(final_overrides(study, combination, best[1])))
     return [*trials, *finals]
