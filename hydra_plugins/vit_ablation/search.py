@@ -213,12 +213,8 @@ class Search:
 
     def tell(self, study_id: str, number: int, value: float | None) -> None:
         """The trial's objective; ``None``: the run failed (it still counts)."""
-        states = self._optuna.trial.TrialState
-        study = self._study(study_id)
-        if value is None:
-            study.tell(number, state=states.FAIL)
-        else:
-            study.tell(number, value)
+        failed = self._optuna.trial.TrialState.FAIL if value is None else None
+        self._study(study_id).tell(number, value, state=failed)
 
     def best(self, study_id: str, ranges: Ranges,
              agrees: Callable[[int, dict, float], bool] | None = None
