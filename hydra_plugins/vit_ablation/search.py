@@ -132,15 +132,6 @@ class Search:
         self.storage.get_all_trials = lambda study_id, deepcopy=True, states=None: [
             t for t in every(study_id, deepcopy, states) if t._trial_id not in self.left_out]
 
-    @classmethod
-    def existing(cls, journal: Path, protocol: Protocol) -> Search | None:
-        """The search in ``journal`` to read for the estimate (``reading``), or None
-        where there is no journal (or something other than a regular file stands
-        there: never opened)."""
-        from ablation.files import is_regular
-
-        return cls(journal, protocol, reading=True) if is_regular(journal) else None
-
     def progress(self, study_id: str, ranges: Ranges
                  ) -> tuple[int, tuple[int, dict[str, float], float] | None]:
         """(trials used, best trial as :meth:`best` gives it) of a study, read only:

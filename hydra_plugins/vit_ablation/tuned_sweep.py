@@ -221,6 +221,7 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
 
     from ablation.config.compose import sweep_job
     from ablation.config.hydra_internals import sweep_jobs
+    from ablation.files import is_regular
     from hydra_plugins.vit_ablation.search import Search
 
     compose = partial(sweep_job, GlobalHydra.instance().config_loader(), config)
@@ -229,7 +230,8 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     composed = {tuple(c): job for c, (job, _) in zip(combinations, jobs)}
     studies = plan(protocol, combinations, lambda combination: composed[tuple(combination)])
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    search = Search.existing(sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
+    journal = sweep_dir / TUNING_FOLDER / JOURNAL_FILE  # not opened where no file stands there
+    search = Search(journal, protocol, reading=True) if is_regular(journal) else None
     unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
     trials, finals = [], []
     progress = {}

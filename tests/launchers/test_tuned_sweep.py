@@ -270,7 +270,7 @@ def test_a_last_line_cut_short_by_a_kill_is_cut_off_and_the_search_resumes(tmp_p
     os.truncate(journal, len(whole) - 40)  # as `truncate -s -40` leaves it
     complete = whole[:whole.rstrip(b"\n").rfind(b"\n") + 1]
     with caplog.at_level("WARNING"):
-        assert Search.existing(journal, protocol).progress("a", RANGES)[0] == 1
+        assert Search(journal, protocol, reading=True).progress("a", RANGES)[0] == 1
         assert journal.read_bytes() == whole[:-40] and not caplog.records
         assert [number for number, _ in _search(journal, protocol)] == [1, 2]
     assert journal.read_bytes().startswith(complete) and journal.read_bytes().endswith(b"\n")
