@@ -174,12 +174,3 @@ def peak_memory() -> str | None:
 
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return f"peak resident memory {peak_kib / 2**20:.1f} GiB"
-
-
-def device_name() -> str:
-    """``"<platform>, <backend>"``, e.g. ``"gpu, jax"``."""
-    import keras
-
-    from ablation.runtime.accelerator import device_platform
-
-    return f"{device_platform()}, {keras.backend.backend()}"
