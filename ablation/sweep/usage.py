@@ -95,10 +95,8 @@ def register_help_resolvers() -> None:
     """``${help_presets:group,...}`` and ``${help_other_groups:group,...}`` for the help page."""
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("help_presets"):
-        OmegaConf.register_new_resolver("help_presets", preset_lines)
-    if not OmegaConf.has_resolver("help_other_groups"):
-        OmegaConf.register_new_resolver("help_other_groups", other_groups)
+    OmegaConf.register_new_resolver("help_presets", preset_lines, replace=True)
+    OmegaConf.register_new_resolver("help_other_groups", other_groups, replace=True)
 
 
 def wants_job_configs(args: list[str]) -> bool:
