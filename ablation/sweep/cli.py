@@ -57,8 +57,8 @@ def progress_line(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
     position = ""
     if hydra_cfg.mode.name == "MULTIRUN":
-        total = current().jobs
-        position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
+        total = len(current().job_epochs)  # every job's, when the sweep knows them
+        position = f"[{hydra_cfg.job.num + 1}{f'/{total}' if total else ''}] "
     return (f"{position}{job_line(flags)} "
             f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
 
