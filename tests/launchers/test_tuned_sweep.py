@@ -498,9 +498,10 @@ def _trial_outcomes(fails: set, limit: int = 20):
     diverged run's) and returns its outcome for the sweep's end. The search reads nothing
     else of a job. More than ``limit`` jobs raise: a search that never ends."""
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
 
     from ablation.config import switches, variant_name
-    from ablation.job.records import base_record, plain_config, write_failure
+    from ablation.job.records import base_record, write_failure
     from ablation.runs.record import write_record
     from ablation.train.fit import TrainingDiverged
     from hydra_plugins.vit_ablation.outcomes import outcome
@@ -510,7 +511,7 @@ def _trial_outcomes(fails: set, limit: int = 20):
     def job(cfg):
         output_dir = HydraConfig.get().runtime.output_dir
         record_path = str(Path(output_dir) / "run.json")
-        config = plain_config(cfg)
+        config = OmegaConf.to_container(cfg, resolve=True)
         launched.append(config)
         if len(launched) > limit:
             raise RuntimeError(f"{len(launched)} jobs launched for a budget that allows fewer")
