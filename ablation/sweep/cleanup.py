@@ -30,21 +30,16 @@ BOOKKEEPING_DIRS = {".hydra"}
 LOCK_WAIT_S = 30.0
 
 
-def _missing_chain(folder: Path) -> list[Path]:
-    """``folder`` and each parent of it that does not exist yet."""
-    chain = []
-    for path in (folder, *folder.parents):
-        if path.exists():
-            break
-        chain.append(path)
-    return chain
-
-
 def missing_folders(folders: Iterable[str | Path]) -> tuple[str, ...]:
     """Which of ``folders`` (and their parents) do not exist now: the sweep
     context's ``new_folders``."""
-    return tuple(sorted({str(p) for folder in folders
-                         for p in _missing_chain(Path(os.path.abspath(folder)))}))
+    missing = set()
+    for folder in (Path(os.path.abspath(f)) for f in folders):
+        for path in (folder, *folder.parents):
+            if path.exists():
+                break
+            missing.add(str(path))
+    return tuple(sorted(missing))
 
 
 def _noted() -> set[Path]:
