@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablation.config.compose import sweep_job
 from ablation.config.folders import override_key
 from ablation.config.refusals import ConfigError
 from ablation.config.settings import flatten, names_job_folder, settings
@@ -219,7 +220,6 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from ablation.config.compose import sweep_job
     from ablation.config.hydra_internals import sweep_jobs
     from ablation.files import is_regular
     from hydra_plugins.vit_ablation.search import Search
@@ -273,9 +273,7 @@ class Tuner:
 
     def config_of(self, overrides: list[str]) -> dict:
         """A job's resolved config (``hydra`` aside), as the job will see it."""
-        from ablation.config.compose import job_values
-
-        return job_values(self.loader.load_sweep_config(self.config, list(overrides)))
+        return sweep_job(self.loader, self.config, overrides)[0]
 
     def run(self, arguments: list[str]) -> list:
         """Search, then train the final runs; the returns of the jobs the sweep's end
