@@ -81,12 +81,11 @@ def _lock_let_go(folder: Path, deadline: float) -> Iterator[bool]:
     so no job starts there while the folder is judged and removed."""
     with contextlib.ExitStack() as held:
         free = False
-        if is_regular(folder / LOCK_FILE):
-            try:
+        # still held, or not a lock this command can open: not free
+        with contextlib.suppress(JobBusy, OSError):
+            if is_regular(folder / LOCK_FILE):
                 held.enter_context(job_lock(folder, wait_s=max(0.0, deadline - time.monotonic())))
                 free = True
-            except (JobBusy, OSError):  # still held, or not a lock this command can open
-                pass
         yield free
 
 
