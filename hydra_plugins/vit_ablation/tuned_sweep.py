@@ -238,15 +238,12 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     for study in studies:
         used, best = search.progress(study.id, study.ranges) if search else (0, None)
         progress[study.name] = (max(protocol.trials - used, 0), best)
+    # a study's trials counted as one trial of it composed at the preset's values
+    trial = {study.name: compose(trial_overrides(study, 0, study.centre))[0] for study in studies}
     for number in range(max((left for left, _ in progress.values()), default=0)):
         for study in studies:  # one trial of every unfinished study a round, as launched
             if progress[study.name][0] > number:
-                first = composed[tuple(study.finals[0])]
-                trials.append(({**first, "seed": protocol.search_seed,
-                                "trainer": {**first["trainer"],
-                                            **({"epochs": protocol.epochs}
-                                               if protocol.epochs else {})},
-                                "tune": {**first["tune"], "role": "trial"}}, unknown))
+                trials.append((trial[study.name], unknown))
     for study in studies:
         left, best = progress[study.name]
         for combination in study.finals:
