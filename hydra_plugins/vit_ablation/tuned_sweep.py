@@ -233,24 +233,21 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     journal = sweep_dir / TUNING_FOLDER / JOURNAL_FILE  # not opened where no file stands there
     search = Search(journal, protocol, reading=True) if is_regular(journal) else None
     unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
-    trials, finals = [], []
-    progress = {}
+    left, best = {}, {}
     for study in studies:
-        used, best = search.progress(study.id, study.ranges) if search else (0, None)
-        progress[study.name] = (max(protocol.trials - used, 0), best)
+        used, best[study.name] = search.progress(study.id, study.ranges) if search else (0, None)
+        left[study.name] = max(protocol.trials - used, 0)
     # a study's trials counted as one trial of it composed at the preset's values
     trial = {study.name: compose(trial_overrides(study, 0, study.centre))[0] for study in studies}
-    for number in range(max((left for left, _ in progress.values()), default=0)):
-        for study in studies:  # one trial of every unfinished study a round, as launched
-            if progress[study.name][0] > number:
-                trials.append((trial[study.name], unknown))
+    trials = [(trial[study.name], unknown) for number in range(max(left.values(), default=0))
+              for study in studies if left[study.name] > number]  # by rounds, as launched
+    finals = []
     for study in studies:
-        left, best = progress[study.name]
         for combination in study.finals:
-            if left:
+            if left[study.name]:
                 finals.append((composed[tuple(combination)], unknown))
-            elif best is not None:
-                finals.append(compose(final_overrides(study, combination, best[1])))
+            elif best[study.name] is not None:
+                finals.append(compose(final_overrides(study, combination, best[study.name][1])))
     return [*trials, *finals]
 
 
