@@ -58,20 +58,16 @@ def _only_bookkeeping(folder: Path) -> bool:
                for path in _files_below(folder))
 
 
-def remove_created(job_folder: str | Path) -> list[Path]:
-    """Remove ``job_folder`` and its emptied parents if this invocation created
-    them; returns what was removed."""
+def remove_created(job_folder: str | Path) -> None:
+    """Remove ``job_folder`` and its emptied parents if this invocation created them."""
     noted = _noted()
     job_folder = Path(os.path.abspath(job_folder))  # as Hydra's runtime.output_dir is
-    removed = []
-    if job_folder in noted and remove_tree(job_folder):
-        removed.append(job_folder)
+    if job_folder in noted:
+        remove_tree(job_folder)
     for parent in job_folder.parents:
         if parent not in noted or not is_folder(parent) or not _only_bookkeeping(parent):
             break
         remove_tree(parent)
-        removed.append(parent)
-    return removed
 
 
 @contextlib.contextmanager
@@ -102,11 +98,10 @@ def _nothing_of_a_run(folder: Path, lock_free: bool = False) -> bool:
     return True
 
 
-def remove_all_created() -> list[Path]:
+def remove_all_created() -> None:
     """After a refusal, in the command's own process: remove every folder noted
     as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
     ``multirun.yaml``, a job lock nobody holds), deepest first."""
-    removed = []
     deadline = time.monotonic() + LOCK_WAIT_S  # one wait for all the jobs being stopped
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
         if not is_folder(folder) or not _nothing_of_a_run(folder, lock_free=True):
@@ -114,5 +109,3 @@ def remove_all_created() -> list[Path]:
         with _lock_let_go(folder, deadline) as lock_free:
             if _nothing_of_a_run(folder, lock_free):
                 remove_tree(folder)
-                removed.append(folder)
-    return removed
