@@ -87,13 +87,11 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
     return record
 
 
-def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
+def write_failure(cfg, output_dir: str | Path, error: BaseException) -> None:
     """A ``failed`` record for a job (``cfg``: its Hydra config) that failed before
     writing its own."""
     config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    record = failed(base_record(config), error)
-    write_record(output_dir, record)
-    return record
+    write_record(output_dir, failed(base_record(config), error))
 
 
 def run_tags(config: Mapping) -> list[str]:
