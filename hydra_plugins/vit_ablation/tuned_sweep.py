@@ -310,18 +310,16 @@ class Tuner:
         search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
         left = {study.name: max(protocol.trials - search.used(study.id, study.ranges), 0)
                 for study in studies}
-        trial_epochs = [int(self.config_of(study.finals[0])["trainer"]["epochs"])
-                        if protocol.epochs is None else protocol.epochs for study in studies]
-        final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
-                        for study in studies for f in study.finals]
-        rounds = max(left.values(), default=0)  # in launch order: one trial per study a round
-        update(job_epochs=tuple(e for r in range(rounds) for study, e in zip(studies, trial_epochs)
-                                if left[study.name] > r) + tuple(final_epochs))
+        final_epochs = {tuple(f): int(self.config_of(f)["trainer"]["epochs"])
+                        for study in studies for f in study.finals}
+        trial_epochs = [protocol.epochs or final_epochs[tuple(study.finals[0])]
+                        for r in range(max(left.values(), default=0))
+                        for study in studies if left[study.name] > r]  # by rounds, as launched
+        update(job_epochs=(*trial_epochs, *final_epochs.values()))
         log.info("tuning %s of %d variant(s): %d trials each (%d to run), then %d final run(s)",
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
-        while pending := [s for s in studies
-                           if search.used(s.id, s.ranges) < protocol.trials]:
+        while pending := [s for s in studies if search.used(s.id, s.ranges) < protocol.trials]:
             batch = []
             for study in pending:
                 number, values = search.next_trial(study.id, study.ranges)
