@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ablation.config import switches, variant_name
 from ablation.config.tuning import role, tuning_entry
@@ -17,13 +17,6 @@ from ablation.runs.record_schema import SCHEMA_VERSION
 from ablation.runtime.provenance import environment
 from ablation.runtime.signals import stop_name
 from ablation.train.epoch_metrics import EpochMetrics
-
-def plain_config(cfg) -> dict:
-    """A resolved, plain-dict copy of the config (what records and W&B store)."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    return dict(cfg)
-
 
 def base_record(config: Mapping) -> dict:
     """What a run is, before it has measured anything."""
@@ -94,11 +87,11 @@ def failed(record: dict, error: BaseException, progress: EpochMetrics | None = N
     return record
 
 
-def write_failure(cfg, output_dir: str | Path, error: BaseException) -> dict:
-    """A ``failed`` record for a job that failed before writing its own."""
-    record = failed(base_record(plain_config(cfg)), error)
-    write_record(output_dir, record)
-    return record
+def write_failure(cfg, output_dir: str | Path, error: BaseException) -> None:
+    """A ``failed`` record for a job (``cfg``: its Hydra config) that failed before
+    writing its own."""
+    config = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    write_record(output_dir, failed(base_record(config), error))
 
 
 def run_tags(config: Mapping) -> list[str]:

@@ -2,6 +2,7 @@
 and which kind of device the backend computes on."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -31,10 +32,8 @@ def configure(gpu: Mapping) -> None:
         import tensorflow as tf
 
         for device in tf.config.list_physical_devices("GPU"):
-            try:
+            with contextlib.suppress(RuntimeError):  # already initialised by an earlier job
                 tf.config.experimental.set_memory_growth(device, True)
-            except RuntimeError:  # already initialised by an earlier job: nothing to do
-                pass
 
 
 def _use_compilation_cache(folder: str) -> None:

@@ -8,6 +8,7 @@ cannot be read is null), and git runs without taking its index lock.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import platform
@@ -62,14 +63,12 @@ def code_state() -> dict:
 
 
 def _cpu_model() -> str | None:
-    try:
-        from ablation.files import read_text
+    from ablation.files import read_text
 
+    with contextlib.suppress(OSError):
         for line in read_text("/proc/cpuinfo", 1 << 22, errors="replace").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or None
 
 

@@ -118,18 +118,14 @@ def interruptible() -> Iterator[None]:
             log.warning("%s received again while stopping: ignored",
                         "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
             return
-        if signum == signal.SIGINT:
-            raised, _pending = True, signum
-            raise KeyboardInterrupt
         earlier = previous.get(signum)
-        if callable(earlier):
+        if signum != signal.SIGINT and callable(earlier):
             try:
                 earlier(signum, frame)
             except (SystemExit, Exception) as e:  # submitit requeues, then exits
                 log.debug("the launcher's %s handler ended with %r", signal.Signals(signum).name, e)
-        raised = True
-        _pending = signum
-        raise Interrupted(signum)
+        raised, _pending = True, signum
+        raise pending_stop()  # KeyboardInterrupt for Ctrl-C, else Interrupted
 
     _active = True
     for signum in PREEMPTION_SIGNALS:

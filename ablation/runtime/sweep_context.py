@@ -25,11 +25,6 @@ class SweepContext:
     job_epochs: tuple[int, ...] = ()   # every job's, in job order: the per-epoch lines' ETA
     job_num: int | None = None         # the running job's position, from 0
 
-    @property
-    def jobs(self) -> int | None:
-        """How many jobs the sweep runs, when known."""
-        return len(self.job_epochs) or None
-
     def position(self) -> tuple[int, list[int]] | None:
         """(this job's index, every job's epochs) inside a sweep, else None."""
         if self.job_num is None or not 0 <= self.job_num < len(self.job_epochs):

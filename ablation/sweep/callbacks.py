@@ -49,26 +49,21 @@ class SweepStart(Callback):
         self._check(lambda: [(job_values(config), Path(str(config.hydra.run.dir)))], None, config)
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        composed = []
+        from ablation.sweep import estimate
 
         def sweep():
             check_not_swept(OverridesParser.create().parse_overrides(
                 list(config.hydra.overrides.task)))
-            composed[:] = jobs = job_configs(config)
+            jobs = job_configs(config)
             check_tunable([job for job, _ in jobs])  # tune=: before the estimate's probe
             return jobs
-        self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
+        jobs = self._check(sweep, Path(str(config.hydra.sweep.dir)), config)
         # a tuned sweep trains each variant's trials, then its final runs in their own folders
-        self._estimate(planned_jobs(config, composed), config.hydra.launcher)
+        estimate.before_sweep(planned_jobs(config, jobs), config.hydra.launcher)
 
     @staticmethod
-    def _estimate(jobs: list[tuple[dict, Path]], launcher) -> None:
-        from ablation.sweep import estimate
-
-        estimate.before_sweep(jobs, launcher)
-
-    @staticmethod
-    def _check(jobs_of, sweep_dir: Path | None = None, config=None) -> None:
+    def _check(jobs_of, sweep_dir: Path | None, config) -> list[tuple[dict, Path]]:
+        """The jobs of ``jobs_of()``, checked, with the sweep context published for them."""
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
 
@@ -81,10 +76,8 @@ class SweepStart(Callback):
             check_jobs(jobs)
         except (ConfigError, DataError) as e:
             raise Refused(e) from None
-        except (HydraException, OmegaConfBaseException) as e:  # a sweep value: a typo'd key
-            valid = flat_keys({k: v for k, v in config.items() if k != "hydra"}) \
-                if config is not None else []                   # or an unresolvable value
-            message = explain(e, valid)
+        except (HydraException, OmegaConfBaseException) as e:  # a typo'd key, a bad ${...}
+            message = explain(e, flat_keys({k: v for k, v in config.items() if k != "hydra"}))
             if message is None:
                 raise
             raise Refused(message) from None
@@ -93,3 +86,4 @@ class SweepStart(Callback):
                                          *(folder for _, folder in jobs)]),
             job_epochs=tuple(int(job["trainer"]["epochs"]) for job, _ in jobs)
             if sweep_dir is not None else ()))
+        return jobs

@@ -30,21 +30,16 @@ BOOKKEEPING_DIRS = {".hydra"}
 LOCK_WAIT_S = 30.0
 
 
-def _missing_chain(folder: Path) -> list[Path]:
-    """``folder`` and each parent of it that does not exist yet."""
-    chain = []
-    for path in (folder, *folder.parents):
-        if path.exists():
-            break
-        chain.append(path)
-    return chain
-
-
 def missing_folders(folders: Iterable[str | Path]) -> tuple[str, ...]:
     """Which of ``folders`` (and their parents) do not exist now: the sweep
     context's ``new_folders``."""
-    return tuple(sorted({str(p) for folder in folders
-                         for p in _missing_chain(Path(os.path.abspath(folder)))}))
+    missing = set()
+    for folder in (Path(os.path.abspath(f)) for f in folders):
+        for path in (folder, *folder.parents):
+            if path.exists():
+                break
+            missing.add(str(path))
+    return tuple(sorted(missing))
 
 
 def _noted() -> set[Path]:
@@ -63,20 +58,16 @@ def _only_bookkeeping(folder: Path) -> bool:
                for path in _files_below(folder))
 
 
-def remove_created(job_folder: str | Path) -> list[Path]:
-    """Remove ``job_folder`` and its emptied parents if this invocation created
-    them; returns what was removed."""
+def remove_created(job_folder: str | Path) -> None:
+    """Remove ``job_folder`` and its emptied parents if this invocation created them."""
     noted = _noted()
     job_folder = Path(os.path.abspath(job_folder))  # as Hydra's runtime.output_dir is
-    removed = []
-    if job_folder in noted and remove_tree(job_folder):
-        removed.append(job_folder)
+    if job_folder in noted:
+        remove_tree(job_folder)
     for parent in job_folder.parents:
         if parent not in noted or not is_folder(parent) or not _only_bookkeeping(parent):
             break
         remove_tree(parent)
-        removed.append(parent)
-    return removed
 
 
 @contextlib.contextmanager
@@ -86,12 +77,11 @@ def _lock_let_go(folder: Path, deadline: float) -> Iterator[bool]:
     so no job starts there while the folder is judged and removed."""
     with contextlib.ExitStack() as held:
         free = False
-        if is_regular(folder / LOCK_FILE):
-            try:
+        # still held, or not a lock this command can open: not free
+        with contextlib.suppress(JobBusy, OSError):
+            if is_regular(folder / LOCK_FILE):
                 held.enter_context(job_lock(folder, wait_s=max(0.0, deadline - time.monotonic())))
                 free = True
-            except (JobBusy, OSError):  # still held, or not a lock this command can open
-                pass
         yield free
 
 
@@ -108,11 +98,10 @@ def _nothing_of_a_run(folder: Path, lock_free: bool = False) -> bool:
     return True
 
 
-def remove_all_created() -> list[Path]:
+def remove_all_created() -> None:
     """After a refusal, in the command's own process: remove every folder noted
     as new that holds nothing of a run (only ``.hydra/``, ``run_sweep.log``,
     ``multirun.yaml``, a job lock nobody holds), deepest first."""
-    removed = []
     deadline = time.monotonic() + LOCK_WAIT_S  # one wait for all the jobs being stopped
     for folder in sorted(_noted(), key=lambda p: len(p.parts), reverse=True):
         if not is_folder(folder) or not _nothing_of_a_run(folder, lock_free=True):
@@ -120,5 +109,3 @@ def remove_all_created() -> list[Path]:
         with _lock_let_go(folder, deadline) as lock_free:
             if _nothing_of_a_run(folder, lock_free):
                 remove_tree(folder)
-                removed.append(folder)
-    return removed

@@ -57,8 +57,8 @@ def progress_line(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
     position = ""
     if hydra_cfg.mode.name == "MULTIRUN":
-        total = current().jobs
-        position = f"[{hydra_cfg.job.num + 1}/{total}] " if total else f"[{hydra_cfg.job.num + 1}] "
+        total = len(current().job_epochs)  # every job's, when the sweep knows them
+        position = f"[{hydra_cfg.job.num + 1}{f'/{total}' if total else ''}] "
     return (f"{position}{job_line(flags)} "
             f"seed={cfg.seed} dataset={cfg.dataset.name} model={cfg.model.name}")
 
@@ -113,7 +113,7 @@ def job(cfg: DictConfig) -> dict:
     metrics = record["metrics"]
     log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s", record["run_name"],
              100 * metrics["test_top1"], 100 * metrics["test_top5"], record_path)
-    return outcome(ended[0], record_path, top1=metrics["test_top1"], top5=metrics["test_top5"])
+    return outcome(ended[0], record_path)  # its numbers are in the record
 
 
 def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> SystemExit:

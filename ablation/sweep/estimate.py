@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from ablation.sweep.speed import Speed, device_name, earlier_speed, probe, speed_key
+from ablation.sweep.speed import Speed, earlier_speed, probe, speed_key
 from ablation.train.progress import format_duration
 
 log = logging.getLogger(__name__)
@@ -152,17 +152,18 @@ def size_line(sizes: list[tuple[int, int, int, int]], jobs: int,
 
 def start_backend(job: dict) -> str:
     """Load the backend as a job does (W&B first, the device configured, the
-    native start-up lines kept quiet), and name the device."""
+    native start-up lines kept quiet), and name the device: ``"<platform>, <backend>"``,
+    e.g. ``"gpu, jax"``."""
     from ablation.runs.tracking import import_early
-    from ablation.runtime.accelerator import configure
+    from ablation.runtime.accelerator import configure, device_platform
     from ablation.runtime.native_log import quiet_native_stderr
     from ablation.runtime.process import freeze_imported_objects
 
     import_early(str(job["wandb"]["mode"]))
     with quiet_native_stderr():
-        configure(job["gpu"])
-        device = device_name()
+        configure(job["gpu"])  # loads Keras, its settings made first
+        import keras
+
+        device = f"{device_platform()}, {keras.backend.backend()}"
     freeze_imported_objects()
     return device
-
-

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ablation.runtime.gpu_pinning import driver_gpus
+from ablation.runtime.gpu_pinning import driver_gpus, visible_devices
 
 AUTO_JOBS_AT_ONCE = 4
 LAUNCHER_GROUP = "hydra/launcher"
@@ -23,11 +23,7 @@ def visible_gpus() -> int:
     """NVIDIA GPUs this process may use, found without loading a framework:
     the driver's device list, narrowed by ``CUDA_VISIBLE_DEVICES``."""
     found = driver_gpus()
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return found
-    chosen = [d for d in visible.split(",") if d.strip() and d.strip() != "-1"]
-    return min(found, len(chosen))
+    return min(found, len(visible_devices(os.environ, found)))
 
 
 def jobs_at_once(setting, gpus: int) -> int:

@@ -31,7 +31,7 @@ def check_command_line(args: list[str], conf_dir: str | Path) -> dict | None:
     if (parsed := parse_flags(args)) is None:
         return None  # argparse's usage and error: Hydra prints them, once
     check_no_secrets({}, parsed.overrides)
-    trains = check_commands(args)
+    trains = check_commands(parsed)
     check_group_options(args, conf_dir)
     composed = check_composes(args, conf_dir)
     if trains:
@@ -63,16 +63,13 @@ def parse_flags(args: list[str]):
             return None
 
 
-def check_commands(args: list[str]) -> bool:
-    """Refuse a combination of Hydra's commands that Hydra itself refuses in a
-    traceback or a block of lines, naming what to do instead. True when the
-    command line runs jobs (no help, ``--cfg``, ``--info`` or completion)."""
+def check_commands(parsed) -> bool:
+    """Refuse a combination of Hydra's commands (``parsed``: :func:`parse_flags`) that
+    Hydra itself refuses in a traceback or a block of lines, naming what to do instead.
+    True when the command line runs jobs (no help, ``--cfg``, ``--info`` or completion)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    parsed = parse_flags(args)
-    if parsed is None:
-        return True  # argparse's error: Hydra prints it
     if parsed.help or parsed.hydra_help:
         return False
     given = [flag for flag, on in (("-m", parsed.multirun), ("--run", parsed.run),

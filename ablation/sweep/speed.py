@@ -86,20 +86,14 @@ def earlier_speed(job: dict, results_dir: Path) -> Speed | None:
     if not found:
         return None
     _, record, epochs = max(found, key=lambda f: f[0])
-    counts = record.get("data") or {}
+    counts, trainer = record.get("data") or {}, record["config"]["trainer"]  # as speed_key read it
     train_rate = float(record["train_images_per_s"])
-    train_images = int(counts.get("train", 0)) * int(
-        config_get(record, "trainer", "passes_per_epoch", 1))
+    train_images = int(counts.get("train", 0)) * int(trainer.get("passes_per_epoch", 1))
     steady = steady_seconds(epochs) or epochs[0]
-    evaluated = int(counts.get("test" if config_get(record, "trainer", "protocol") == "official"
-                               else "val", 0))
+    evaluated = int(counts.get("test" if trainer.get("protocol") == "official" else "val", 0))
     eval_s = max(steady - train_images / train_rate, 1e-3)
     return Speed(train_rate, evaluated / eval_s if evaluated else math.inf,
                  start_up_seconds(epochs) or 0.0, f"earlier run {record.get('run_name')} here")
-
-
-def config_get(record: dict, group: str, key: str, default=None):
-    return ((record.get("config") or {}).get(group) or {}).get(key, default)
 
 
 def probe(job: dict, data) -> Speed:
@@ -174,12 +168,3 @@ def peak_memory() -> str | None:
 
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return f"peak resident memory {peak_kib / 2**20:.1f} GiB"
-
-
-def device_name() -> str:
-    """``"<platform>, <backend>"``, e.g. ``"gpu, jax"``."""
-    import keras
-
-    from ablation.runtime.accelerator import device_platform
-
-    return f"{device_platform()}, {keras.backend.backend()}"

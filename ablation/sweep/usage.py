@@ -95,10 +95,8 @@ def register_help_resolvers() -> None:
     """``${help_presets:group,...}`` and ``${help_other_groups:group,...}`` for the help page."""
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("help_presets"):
-        OmegaConf.register_new_resolver("help_presets", preset_lines)
-    if not OmegaConf.has_resolver("help_other_groups"):
-        OmegaConf.register_new_resolver("help_other_groups", other_groups)
+    OmegaConf.register_new_resolver("help_presets", preset_lines, replace=True)
+    OmegaConf.register_new_resolver("help_other_groups", other_groups, replace=True)
 
 
 def wants_job_configs(args: list[str]) -> bool:
@@ -124,13 +122,10 @@ def print_job_configs(args: list[str], show: Callable[[list[str]], None],
     from ablation.sweep.preflight import parse_flags
 
     parsed = parse_flags(args)
-    flags = ["--cfg", parsed.cfg]
-    for option, value in (("--package", parsed.package), ("--config-path", parsed.config_path),
-                          ("--config-name", parsed.config_name),
-                          ("--config-dir", parsed.config_dir)):
-        if value is not None:
-            flags += [option, value]
-    flags += ["--resolve"] if parsed.resolve else []
+    flags = ["--cfg", parsed.cfg, *(["--resolve"] if parsed.resolve else [])]
+    for name in ("package", "config_path", "config_name", "config_dir"):
+        if (value := getattr(parsed, name)) is not None:
+            flags += [f"--{name.replace('_', '-')}", value]
     jobs = sweep_jobs(OverridesParser.create().parse_overrides(parsed.overrides))
     shown = []
     for overrides in jobs:
@@ -139,9 +134,7 @@ def print_job_configs(args: list[str], show: Callable[[list[str]], None],
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 show([*flags, *overrides])
         except BaseException as e:
-            if isinstance(e, SystemExit) and e.code in (0, None):
-                pass
-            else:
+            if not (isinstance(e, SystemExit) and e.code in (0, None)):
                 check([*flags, *overrides])  # raises the one-line refusal, if it knows one
                 sys.stderr.write(err.getvalue())
                 raise

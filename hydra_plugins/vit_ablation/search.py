@@ -132,15 +132,6 @@ class Search:
         self.storage.get_all_trials = lambda study_id, deepcopy=True, states=None: [
             t for t in every(study_id, deepcopy, states) if t._trial_id not in self.left_out]
 
-    @classmethod
-    def existing(cls, journal: Path, protocol: Protocol) -> Search | None:
-        """The search in ``journal`` to read for the estimate (``reading``), or None
-        where there is no journal (or something other than a regular file stands
-        there: never opened)."""
-        from ablation.files import is_regular
-
-        return cls(journal, protocol, reading=True) if is_regular(journal) else None
-
     def progress(self, study_id: str, ranges: Ranges
                  ) -> tuple[int, tuple[int, dict[str, float], float] | None]:
         """(trials used, best trial as :meth:`best` gives it) of a study, read only:
@@ -213,12 +204,8 @@ class Search:
 
     def tell(self, study_id: str, number: int, value: float | None) -> None:
         """The trial's objective; ``None``: the run failed (it still counts)."""
-        states = self._optuna.trial.TrialState
-        study = self._study(study_id)
-        if value is None:
-            study.tell(number, state=states.FAIL)
-        else:
-            study.tell(number, value)
+        failed = self._optuna.trial.TrialState.FAIL if value is None else None
+        self._study(study_id).tell(number, value, state=failed)
 
     def best(self, study_id: str, ranges: Ranges,
              agrees: Callable[[int, dict, float], bool] | None = None

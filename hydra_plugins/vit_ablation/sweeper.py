@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ablation.config.compose import sweep_job
 from ablation.config.hydra_internals import basic_sweeper
 from hydra_plugins.vit_ablation.outcomes import end_sweep
 from hydra_plugins.vit_ablation.tuned_sweep import Tuner
@@ -46,5 +47,4 @@ class AblationSweeper(basic_sweeper()):
 
     def folder_of(self, overrides: list[str]) -> Path:
         """The folder of the job that ``overrides`` describe, as Hydra composes it."""
-        job = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-        return Path(str(job.hydra.sweep.dir)) / str(job.hydra.sweep.subdir)
+        return sweep_job(self.hydra_context.config_loader, self.config, overrides)[1]

@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ablation.config.compose import sweep_job
+from ablation.config.folders import override_key
 from ablation.config.refusals import ConfigError
 from ablation.config.settings import flatten, names_job_folder, settings
 from ablation.config.switches import switches, variant_name
@@ -35,65 +37,53 @@ LOCK_FILE = ".lock"
 
 @dataclass
 class Study:
-    """One variant's search: its combination without the seed, and its final runs."""
+    """One variant's search under the sweep's ``protocol``: its combination without
+    the seed, and its final runs."""
     name: str                      # the variant, with any other swept setting: for people
     variant: str                   # its switches' name (``spt+lsa+temp``): its trials' run names
     overrides: list[str]           # the combination, seed left out
     centre: dict[str, float]       # the preset's values of the searched keys
     identity: dict[str, str]       # its settings and switches (seed aside): what it tunes
+    protocol: Protocol
     finals: list[list[str]] = field(default_factory=list)  # one combination per final seed
-    seeds: list[int] = field(default_factory=list)
 
-    def id(self, protocol: Protocol) -> str:
+    @property
+    def id(self) -> str:
         """The study's name in the journal and its jobs' ``tune.study``, from its
         settings, switches and protocol: any command asking for the same search finds it."""
-        text = json.dumps({"experiment": self.identity, **protocol.key()}, sort_keys=True)
+        text = json.dumps({"experiment": self.identity, **self.protocol.key()}, sort_keys=True)
         # a letter first: an override value of hex digits alone could parse as a number
         return "s" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
-    def ranges(self, protocol: Protocol) -> dict[str, tuple[float, float]]:
-        return {key: (value / protocol.spread, value * protocol.spread)
-                for key, value in self.centre.items()}
-
-
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
+    @property
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        spread = self.protocol.spread
+        return {key: (value / spread, value * spread) for key, value in self.centre.items()}
 
 
 def plan(protocol: Protocol, combinations: Sequence[Sequence[str]],
          config_of: Callable[[list[str]], Mapping]) -> list[Study]:
     """The studies of a sweep's ``combinations`` (each job's overrides, as the
     basic sweeper expands them); ``config_of`` composes a job's resolved config.
-    Refuses, in one line, what cannot be tuned fairly."""
+    What cannot be tuned fairly was refused before the sweep (:func:`check_jobs`)."""
     studies: dict[tuple[str, ...], Study] = {}
     for combination in combinations:
         config = config_of(list(combination))
-        rest = [o for o in combination if _key(o) != "seed"]
+        rest = [o for o in combination if override_key(o) != "seed"]
         study = studies.get(tuple(rest))
         if study is None:
             study = studies[tuple(rest)] = Study(
                 name=_study_name(config, rest), variant=variant_name(switches(config)),
                 overrides=rest, centre=_centre(protocol, config),
                 identity={**settings(config), **{k: json.dumps(v)
-                                                 for k, v in switches(config).items()}})
-            _check_config(protocol, config, study.name)
+                                                 for k, v in switches(config).items()}},
+                protocol=protocol)
         study.finals.append(list(combination))
-        study.seeds.append(int(config["seed"]))
-    for study in studies.values():
-        _check_search_seed(protocol, study.seeds, f" of {study.name}")
     return list(studies.values())
 
 
-def _check_search_seed(protocol: Protocol, seeds, of: str = "") -> None:
-    if protocol.search_seed in seeds:
-        raise ConfigError(
-            f"tune.search_seed={protocol.search_seed} is also a final seed{of}: the search "
-            f"must train with a seed apart from the final runs' (set tune.search_seed to "
-            f"another value)")
-
-
 def _study_name(config: Mapping, rest: list[str]) -> str:
-    others = [o for o in rest if names_job_folder(_key(o))]
+    others = [o for o in rest if names_job_folder(override_key(o))]
     return variant_name(switches(config)) + (f" ({', '.join(others)})" if others else "")
 
 
@@ -112,14 +102,6 @@ def _centre(protocol: Protocol, config: Mapping) -> dict[str, float]:
     return centre
 
 
-def _check_config(protocol: Protocol, config: Mapping, name: str) -> None:
-    if config["trainer"]["protocol"] != "holdout":
-        raise ConfigError(
-            f"tune=... needs a validation split to choose on, and {name} trains with "
-            f"trainer.protocol={config['trainer']['protocol']} (no validation split): "
-            f"use trainer.protocol=holdout")
-
-
 def check_jobs(jobs: Sequence[Mapping]) -> None:
     """What a tuned sweep refuses before anything trains, from its jobs' resolved
     configs (those of its final runs): no Optuna, a config without a validation
@@ -133,9 +115,17 @@ def check_jobs(jobs: Sequence[Mapping]) -> None:
     except ImportError:
         raise ConfigError('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
     protocol = Protocol.of(tune)
-    _check_search_seed(protocol, {int(job["seed"]) for job in jobs})
+    if protocol.search_seed in {int(job["seed"]) for job in jobs}:
+        raise ConfigError(
+            f"tune.search_seed={protocol.search_seed} is also a final seed: the search "
+            f"must train with a seed apart from the final runs' (set tune.search_seed to "
+            f"another value)")
     for job in jobs:
-        _check_config(protocol, job, variant_name(switches(job)))
+        if job["trainer"]["protocol"] != "holdout":
+            raise ConfigError(
+                f"tune=... needs a validation split to choose on, and "
+                f"{variant_name(switches(job))} trains with trainer.protocol="
+                f"{job['trainer']['protocol']} (no validation split): use trainer.protocol=holdout")
         _check_range(protocol, job, _centre(protocol, job))
 
 
@@ -180,35 +170,35 @@ def _assign(values: Mapping[str, float]) -> list[str]:
 def _with(overrides: Sequence[str], added: list[str]) -> list[str]:
     """``overrides`` with ``added``, which replace any of the same keys (a key
     set twice would name the job folder twice)."""
-    keys = {_key(o) for o in added}
-    return [*(o for o in overrides if _key(o) not in keys), *added]
+    keys = {override_key(o) for o in added}
+    return [*(o for o in overrides if override_key(o) not in keys), *added]
 
 
-def trial_overrides(protocol: Protocol, study: Study, number: int,
-                    values: Mapping[str, float], variant: str) -> list[str]:
+def trial_overrides(study: Study, number: int, values: Mapping[str, float]) -> list[str]:
     """A trial job's overrides: its study's combination at the proposed values,
     with the search's seed and epochs, named ``<variant>-s<search seed>-trial<number>``."""
+    protocol = study.protocol
     return _with(study.overrides, [
         f"seed={protocol.search_seed}", *_assign(values),
         *([f"trainer.epochs={protocol.epochs}"] if protocol.epochs else []),
-        f"run_name={variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
-        f"tune.study={study.id(protocol)}", f"tune.trial={number}"])
+        f"run_name={study.variant}-s{protocol.search_seed}-trial{number}", "tune.role=trial",
+        f"tune.study={study.id}", f"tune.trial={number}"])
 
 
-def final_overrides(protocol: Protocol, study: Study, combination: Sequence[str],
+def final_overrides(study: Study, combination: Sequence[str],
                     values: Mapping[str, float]) -> list[str]:
     """A final run's overrides: its combination at its study's chosen values."""
-    return _with(combination, [*_assign(values), "tune.role=final",
-                               f"tune.study={study.id(protocol)}"])
+    return _with(combination, [*_assign(values), "tune.role=final", f"tune.study={study.id}"])
 
 
 def planned_jobs(config, jobs: list[tuple[dict, Path]]) -> list[tuple[dict, Path]]:
     """What the sweep will train, as (config, folder) pairs in launch order, for its
     estimate: outside a tuned sweep, ``jobs``; in one, each study's trials still to run
     (stand-ins at the preset's values), then its final runs (at the chosen values where
-    the search has ended; else counted whole). ``config``: the sweep's Hydra config.
-    Should the plan fail, no estimate: with one warning, or none for a damaged journal,
-    which the tuning then refuses in one line."""
+    the search has ended; else counted whole). ``config``: the sweep's Hydra config;
+    ``jobs``: its combinations composed, in order (``job_configs``). Should the plan
+    fail, no estimate: with one warning, or none for a damaged journal, which the
+    tuning then refuses in one line."""
     from hydra_plugins.vit_ablation.search import DamagedJournal
 
     tune = jobs[0][0].get("tune") if jobs else None
@@ -230,45 +220,34 @@ def _planned_jobs(config, jobs: list[tuple[dict, Path]], protocol: Protocol
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from ablation.config.compose import sweep_job
     from ablation.config.hydra_internals import sweep_jobs
+    from ablation.files import is_regular
     from hydra_plugins.vit_ablation.search import Search
 
     compose = partial(sweep_job, GlobalHydra.instance().config_loader(), config)
     combinations = sweep_jobs(OverridesParser.create().parse_overrides(
         list(config.hydra.overrides.task)))
-    composed = ({tuple(c): job for c, (job, _) in zip(combinations, jobs)}
-                if len(combinations) == len(jobs) else {})
-
-    def values_of(combination) -> dict:
-        return composed.get(tuple(combination)) or compose(combination)[0]
-
-    studies = plan(protocol, combinations, values_of)
+    composed = {tuple(c): job for c, (job, _) in zip(combinations, jobs)}
+    studies = plan(protocol, combinations, lambda combination: composed[tuple(combination)])
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    search = Search.existing(sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
+    journal = sweep_dir / TUNING_FOLDER / JOURNAL_FILE  # not opened where no file stands there
+    search = Search(journal, protocol, reading=True) if is_regular(journal) else None
     unknown = sweep_dir / TUNING_FOLDER / "estimate"  # a folder never made: every epoch counts
-    trials, finals = [], []
-    progress = {}
+    left, best = {}, {}
     for study in studies:
-        used, best = (search.progress(study.id(protocol), study.ranges(protocol)) if search
-                      else (0, None))
-        progress[study.name] = (max(protocol.trials - used, 0), best)
-    for number in range(max((left for left, _ in progress.values()), default=0)):
-        for study in studies:  # one trial of every unfinished study a round, as launched
-            if progress[study.name][0] > number:
-                first = values_of(study.finals[0])
-                trials.append(({**first, "seed": protocol.search_seed,
-                                "trainer": {**first["trainer"],
-                                            **({"epochs": protocol.epochs}
-                                               if protocol.epochs else {})},
-                                "tune": {**first["tune"], "role": "trial"}}, unknown))
+        used, best[study.name] = search.progress(study.id, study.ranges) if search else (0, None)
+        left[study.name] = max(protocol.trials - used, 0)
+    # a study's trials counted as one trial of it composed at the preset's values
+    trial = {study.name: compose(trial_overrides(study, 0, study.centre))[0] for study in studies}
+    trials = [(trial[study.name], unknown) for number in range(max(left.values(), default=0))
+              for study in studies if left[study.name] > number]  # by rounds, as launched
+    finals = []
     for study in studies:
-        left, best = progress[study.name]
         for combination in study.finals:
-            if left:
-                finals.append((values_of(combination), unknown))
-            elif best is not None:
-                finals.append(compose(final_overrides(protocol, study, combination, best[1])))
+            if left[study.name]:
+                finals.append((composed[tuple(combination)], unknown))
+            elif best[study.name] is not None:
+                finals.append(compose(final_overrides(study, combination, best[study.name][1])))
     return [*trials, *finals]
 
 
@@ -288,9 +267,7 @@ class Tuner:
 
     def config_of(self, overrides: list[str]) -> dict:
         """A job's resolved config (``hydra`` aside), as the job will see it."""
-        from ablation.config.compose import job_values
-
-        return job_values(self.loader.load_sweep_config(self.config, list(overrides)))
+        return sweep_job(self.loader, self.config, overrides)[0]
 
     def run(self, arguments: list[str]) -> list:
         """Search, then train the final runs; the returns of the jobs the sweep's end
@@ -304,16 +281,10 @@ class Tuner:
         from ablation.runs.lock import JobBusy, job_lock
         from hydra_plugins.vit_ablation.search import DamagedJournal
 
-        try:
-            import optuna  # noqa: F401 - the search's storage and sampler
-        except ImportError:
-            raise Refused('tune=... needs Optuna: pip install "vit-ablation[tune]"') from None
+        # no Optuna and what cannot be tuned were refused before the sweep (SweepStart)
         parser = OverridesParser.create(config_loader=self.loader)
         combinations = sweep_jobs(parser.parse_overrides(list(arguments)))
-        try:
-            studies = plan(self.protocol, combinations, self.config_of)
-        except ConfigError as e:
-            raise Refused(e) from None
+        studies = plan(self.protocol, combinations, self.config_of)
         tuning = self.sweep_dir / TUNING_FOLDER
         try:  # where the search keeps its files, checked before anything is written
             own_file(make_folder(tuning) / JOURNAL_FILE)
@@ -337,34 +308,29 @@ class Tuner:
 
         protocol = self.protocol
         search = Search(self.sweep_dir / TUNING_FOLDER / JOURNAL_FILE, protocol)
-        ids = {study.name: study.id(protocol) for study in studies}
-        ranges = {study.name: study.ranges(protocol) for study in studies}
-        left = {name: max(protocol.trials - search.used(ids[name], ranges[name]), 0)
-                for name in ids}
-        trial_epochs = [int(self.config_of(study.finals[0])["trainer"]["epochs"])
-                        if protocol.epochs is None else protocol.epochs for study in studies]
-        final_epochs = [int(self.config_of(f)["trainer"]["epochs"])
-                        for study in studies for f in study.finals]
-        rounds = max(left.values(), default=0)  # in launch order: one trial per study a round
-        update(job_epochs=tuple(e for r in range(rounds) for study, e in zip(studies, trial_epochs)
-                                if left[study.name] > r) + tuple(final_epochs))
+        left = {study.name: max(protocol.trials - search.used(study.id, study.ranges), 0)
+                for study in studies}
+        final_epochs = {tuple(f): int(self.config_of(f)["trainer"]["epochs"])
+                        for study in studies for f in study.finals}
+        trial_epochs = [protocol.epochs or final_epochs[tuple(study.finals[0])]
+                        for r in range(max(left.values(), default=0))
+                        for study in studies if left[study.name] > r]  # by rounds, as launched
+        update(job_epochs=(*trial_epochs, *final_epochs.values()))
         log.info("tuning %s of %d variant(s): %d trials each (%d to run), then %d final run(s)",
                  ", ".join(protocol.params), len(studies), protocol.trials,
                  sum(left.values()), len(final_epochs))
-        while pending := [s for s in studies
-                           if search.used(ids[s.name], ranges[s.name]) < protocol.trials]:
+        while pending := [s for s in studies if search.used(s.id, s.ranges) < protocol.trials]:
             batch = []
             for study in pending:
-                number, values = search.next_trial(ids[study.name], ranges[study.name])
-                batch.append((study, number, trial_overrides(protocol, study, number, values,
-                                                             study.variant)))
+                number, values = search.next_trial(study.id, study.ranges)
+                batch.append((study, number, trial_overrides(study, number, values)))
             results = self._launch([overrides for _, _, overrides in batch])
             unfinished = []
             for (study, number, _), result in zip(batch, results):
                 folder = job_folder(result, self.sweeper.folder_of)
                 status, value = objective(result)
                 if status in ("completed", "failed"):
-                    search.tell(ids[study.name], number, value)
+                    search.tell(study.id, number, value)
                 if status == "failed":  # a search outcome (a diverged rate), not a failed sweep
                     log.warning("%s trial %d failed at %s; it counts against the budget (%s)",
                                 study.name, number, folder.name, "see its run.json")
@@ -378,7 +344,7 @@ class Tuner:
                 return
         finals = []
         for study in studies:
-            best = search.best(ids[study.name], ranges[study.name],
+            best = search.best(study.id, study.ranges,
                                agrees=lambda *trial, study=study: self._agrees(study, *trial))
             if best is None:
                 log.warning("%s: no trial completed, so no values to train the final runs at",
@@ -388,8 +354,7 @@ class Tuner:
             log.info("%s: %s, the best of %d trials (trial %d: validation top-1 %.2f%%)",
                      study.name, ", ".join(f"{k}={v:g}" for k, v in values.items()),
                      protocol.trials, number, 100 * score)
-            finals += [final_overrides(protocol, study, combination, values)
-                       for combination in study.finals]
+            finals += [final_overrides(study, combination, values) for combination in study.finals]
         if finals:
             self.returns += self._launch(finals)
 
@@ -399,7 +364,7 @@ class Tuner:
         from ablation.runs.record import RecordError, read_record
 
         folder = self.sweeper.folder_of(
-            trial_overrides(self.protocol, study, number, values, study.variant))
+            trial_overrides(study, number, values))
         try:
             record = read_record(folder / "run.json")
         except (RecordError, OSError) as e:

@@ -32,6 +32,7 @@ NOT_A_RUN_CONFIG = {
     ("report/load.py", "temperature_start"): "a record's config",
     ("report/load.py", "architecture"): "a record's config",
     ("sweep/speed.py", "speed_key"): "a job's config, and a record's to match it with",
+    ("sweep/speed.py", "earlier_speed"): "a record's config",
 }
 
 

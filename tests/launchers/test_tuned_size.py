@@ -109,8 +109,8 @@ def test_a_search_that_ran_counts_only_what_is_left(tmp_path, conf_dir, capsys, 
     for variant, scores in (("spt+lsa+temp", [0.9, 0.8]), ("lsa+temp", [0.7])):
         study = studies[variant]
         for score in scores:
-            number, _ = search.next_trial(study.id(protocol), study.ranges(protocol))
-            search.tell(study.id(protocol), number, score)
+            number, _ = search.next_trial(study.id, study.ranges)
+            search.tell(study.id, number, score)
 
     line = _size_line(config, capsys, monkeypatch)
     # the plain ViT's last trial, then both final runs
@@ -122,7 +122,7 @@ def test_a_search_that_ran_counts_only_what_is_left(tmp_path, conf_dir, capsys, 
     job, folder = next((job, folder) for job, folder in planned
                        if job["spt"] and job["tune"]["role"] == "final")
     plain = studies["spt+lsa+temp"]
-    best = search.best(plain.id(protocol), plain.ranges(protocol))[1]["trainer.learning_rate"]
+    best = search.best(plain.id, plain.ranges)[1]["trainer.learning_rate"]
     assert job["trainer"]["learning_rate"] == best
     assert f"trainer.learning_rate={best}" in folder.name, folder
     _completed(job, folder)
@@ -171,15 +171,15 @@ def test_the_estimate_leaves_what_is_wrong_with_the_journal_to_the_tuning(
     journal = tmp_path / "results" / "smoke" / TUNING_FOLDER / JOURNAL_FILE
     journal.parent.mkdir(parents=True)
     search = Search(journal, protocol)
-    number, _ = search.next_trial(study.id(protocol), study.ranges(protocol))
-    search.tell(study.id(protocol), number, 0.9)
+    number, _ = search.next_trial(study.id, study.ranges)
+    search.tell(study.id, number, 0.9)
     lines = journal.read_text().splitlines(keepends=True)
     journal.write_text("".join(line.replace('"values":[0.9]', '"values":["0.9"]')
                                for line in lines))
     with caplog.at_level("WARNING"):
         assert _size_line(config, capsys, monkeypatch) is not None
         assert [r.getMessage() for r in caplog.records] == []
-        Search(journal, protocol).used(study.id(protocol), study.ranges(protocol))
+        Search(journal, protocol).used(study.id, study.ranges)
         assert ["is left out" in r.getMessage() for r in caplog.records] == [True]
         caplog.clear()
         journal.write_text("".join([lines[0], "{\n", *lines[1:]]))

@@ -27,6 +27,7 @@ from hydra_plugins.vit_ablation.search import DamagedJournal, Search
 from hydra_plugins.vit_ablation.tuned_sweep import (
     JOURNAL_FILE,
     TUNING_FOLDER,
+    check_jobs,
     final_overrides,
     plan,
     trial_overrides,
@@ -48,32 +49,31 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     protocol = Protocol.of(compose_config(TUNE)["tune"])
     studies = plan(protocol, combinations, _config_of())
     assert [s.variant for s in studies] == ["spt+lsa+temp", "lsa+temp"]
-    assert [s.seeds for s in studies] == [[0, 1], [0, 1]]
+    assert [s.finals for s in studies] == [combinations[:2], combinations[2:]]
     assert studies[0].centre == {"trainer.learning_rate": 0.003}  # the smoke preset's
-    low, high = studies[0].ranges(protocol)["trainer.learning_rate"]
+    low, high = studies[0].ranges["trainer.learning_rate"]
     assert low == pytest.approx(0.0003) and high == pytest.approx(0.03)
-    assert studies[0].id(protocol) != studies[1].id(protocol)
+    assert studies[0].id != studies[1].id
     # a command naming other paths or outputs finds the same studies; another setting does not
     again = plan(protocol, combinations, _config_of("results_dir=elsewhere", "report.plots=false"))
-    assert [s.id(protocol) for s in again] == [s.id(protocol) for s in studies]
+    assert [s.id for s in again] == [s.id for s in studies]
     other = plan(protocol, combinations, _config_of("trainer.batch_size=32"))
-    assert other[0].id(protocol) != studies[0].id(protocol)
+    assert other[0].id != studies[0].id
 
-    trial = trial_overrides(protocol, studies[0], 3, {"trainer.learning_rate": 0.0012345},
-                            studies[0].variant)
+    trial = trial_overrides(studies[0], 3, {"trainer.learning_rate": 0.0012345})
     assert "seed=1000" in trial and "trainer.learning_rate=0.00123" in trial
     assert "run_name=spt+lsa+temp-s1000-trial3" in trial and "tune.role=trial" in trial
-    with_epochs = plan(protocol, [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
-    trial_epochs = [o for o in trial_overrides(Protocol.of(compose_config(
-        [*TUNE, "tune.epochs=1"])["tune"]), with_epochs, 0, {"trainer.learning_rate": 0.001},
-        "x") if o.startswith("trainer.epochs=")]
+    with_epochs = plan(Protocol.of(compose_config([*TUNE, "tune.epochs=1"])["tune"]),
+                       [["trainer.epochs=5", "seed=0"]], _config_of("tune.epochs=1"))[0]
+    trial_epochs = [o for o in trial_overrides(with_epochs, 0, {"trainer.learning_rate": 0.001})
+                    if o.startswith("trainer.epochs=")]
     assert trial_epochs == ["trainer.epochs=1"]  # replaced, not named twice
-    final = final_overrides(protocol, studies[0], combinations[1],
+    final = final_overrides(studies[0], combinations[1],
                             {"trainer.learning_rate": 0.0012345})
     assert final[:2] == combinations[1] and "tune.role=final" in final
     entry = tuning_entry(compose_config([*TUNE, *trial]))
     assert entry["values"] == {"trainer.learning_rate": 0.00123} and entry["trial"] == 3
-    assert entry["study"] == studies[0].id(protocol) and entry["objective"] == "final_val_top1"
+    assert entry["study"] == studies[0].id and entry["objective"] == "final_val_top1"
 
 
 @pytest.mark.parametrize("extra, says", [
@@ -83,11 +83,9 @@ def test_studies_are_the_variants_each_with_its_final_seeds_and_the_same_budget(
     (["trainer.weight_decay=0", "tune=learning_rate_weight_decay"], "must be a positive number"),
 ])
 def test_an_unfair_or_impossible_search_is_refused_in_one_line(extra, says):
-    combinations = [["spt=true", "seed=0"], ["spt=true", "seed=1"]]
     config_of = _config_of(*extra)
-    protocol = Protocol.of(config_of([])["tune"])
     with pytest.raises(ConfigError, match=says) as caught:
-        plan(protocol, combinations, config_of)
+        check_jobs([config_of(["spt=true", "seed=0"]), config_of(["spt=true", "seed=1"])])
     assert "\n" not in str(caught.value)
 
 
@@ -272,7 +270,7 @@ def test_a_last_line_cut_short_by_a_kill_is_cut_off_and_the_search_resumes(tmp_p
     os.truncate(journal, len(whole) - 40)  # as `truncate -s -40` leaves it
     complete = whole[:whole.rstrip(b"\n").rfind(b"\n") + 1]
     with caplog.at_level("WARNING"):
-        assert Search.existing(journal, protocol).progress("a", RANGES)[0] == 1
+        assert Search(journal, protocol, reading=True).progress("a", RANGES)[0] == 1
         assert journal.read_bytes() == whole[:-40] and not caplog.records
         assert [number for number, _ in _search(journal, protocol)] == [1, 2]
     assert journal.read_bytes().startswith(complete) and journal.read_bytes().endswith(b"\n")
@@ -290,18 +288,18 @@ def test_two_keys_are_searched_together_each_in_its_own_range(tmp_path):
     protocol = Protocol.of(compose_config(tune)["tune"])
     (study,) = plan(protocol, [["spt=true", "seed=0"]], lambda o: compose_config([*tune, *o]))
     assert study.centre == {"trainer.learning_rate": 0.003, "trainer.weight_decay": 0.01}
-    ranges = study.ranges(protocol)
+    ranges = study.ranges
     assert ranges["trainer.weight_decay"] == pytest.approx((0.001, 0.1))
     search = Search(tmp_path / "journal.log", protocol)
     drawn = []
     for _ in range(4):
-        number, values = search.next_trial(study.id(protocol), ranges)
+        number, values = search.next_trial(study.id, ranges)
         assert set(values) == set(ranges)
         assert all(low <= values[key] <= high for key, (low, high) in ranges.items())
         drawn.append(values)
-        search.tell(study.id(protocol), number, _objective(values))
+        search.tell(study.id, number, _objective(values))
     assert len({v["trainer.weight_decay"] for v in drawn}) == 4  # drawn, not held at the centre
-    trial = trial_overrides(protocol, study, 0, drawn[0], study.variant)
+    trial = trial_overrides(study, 0, drawn[0])
     entry = tuning_entry(compose_config([*tune, *trial]))
     assert entry["values"] == drawn[0]
     trainer = compose_config([*tune, *trial])["trainer"]
@@ -500,9 +498,10 @@ def _trial_outcomes(fails: set, limit: int = 20):
     diverged run's) and returns its outcome for the sweep's end. The search reads nothing
     else of a job. More than ``limit`` jobs raise: a search that never ends."""
     from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
 
     from ablation.config import switches, variant_name
-    from ablation.job.records import base_record, plain_config, write_failure
+    from ablation.job.records import base_record, write_failure
     from ablation.runs.record import write_record
     from ablation.train.fit import TrainingDiverged
     from hydra_plugins.vit_ablation.outcomes import outcome
@@ -512,7 +511,7 @@ def _trial_outcomes(fails: set, limit: int = 20):
     def job(cfg):
         output_dir = HydraConfig.get().runtime.output_dir
         record_path = str(Path(output_dir) / "run.json")
-        config = plain_config(cfg)
+        config = OmegaConf.to_container(cfg, resolve=True)
         launched.append(config)
         if len(launched) > limit:
             raise RuntimeError(f"{len(launched)} jobs launched for a budget that allows fewer")
@@ -527,7 +526,7 @@ def _trial_outcomes(fails: set, limit: int = 20):
                       metrics={"test_top1": 0.5, "test_top5": 0.9, "final_val_top1": value},
                       history=[{"epoch": 1, "val/top1": value}])
         write_record(output_dir, record)
-        return outcome("completed", record_path, top1=0.5, top5=0.9)
+        return outcome("completed", record_path)
 
     return job, launched
 

@@ -175,9 +175,9 @@ def test_estimate_false_prints_nothing_and_still_passes_the_epochs_on(tmp_path, 
     sweep = tmp_path / "sweep"
     jobs = [(compose_config(["experiment=smoke", f"results_dir={tmp_path}", "estimate=false",
                              f"trainer.epochs={n}"]), sweep / f"job{n}") for n in (2, 5)]
-    SweepStart._check(lambda: jobs, sweep)
-    SweepStart._estimate(jobs, {"_target_": "hydra._internal.core_plugins.basic_launcher."
-                                            "BasicLauncher"})
+    SweepStart._check(lambda: jobs, sweep, {})
+    estimate.before_sweep(jobs, {"_target_": "hydra._internal.core_plugins.basic_launcher."
+                                             "BasicLauncher"})
     assert capsys.readouterr().out == ""
     assert update(job_num=1).position() == (1, [2, 5])  # what the second job's lines read
 
