@@ -113,7 +113,7 @@ def job(cfg: DictConfig) -> dict:
     metrics = record["metrics"]
     log.info("%s: test top-1 %.2f%%, top-5 %.2f%% -> %s", record["run_name"],
              100 * metrics["test_top1"], 100 * metrics["test_top5"], record_path)
-    return outcome(ended[0], record_path)  # its numbers are in the record
+    return outcome(ended[0], record_path, top1=metrics["test_top1"], top5=metrics["test_top5"])
 
 
 def stopped(error: KeyboardInterrupt, cfg: DictConfig, output_dir: str) -> SystemExit:

@@ -23,14 +23,16 @@ log = logging.getLogger(__name__)
 STATUSES = ("completed", "skipped", "busy", "failed")
 
 
-def outcome(status: str, record: str, detail: str | None = None) -> dict:
+def outcome(status: str, record: str, top1: float | None = None, top5: float | None = None,
+            detail: str | None = None) -> dict:
     """What one job did, as its return value: a plain dict, which pickles from any
     worker and means the same to any copy of this module (Hydra's plugin scan runs
     the module again, so a class defined here would not stay one class).
     ``skipped``: completed earlier; ``busy``: another process was running it;
     ``detail``: one line, the error or who holds the folder."""
     assert status in STATUSES, status
-    return {"status": status, "record": str(record), "detail": detail}
+    return {"status": status, "record": str(record), "top1": top1, "top5": top5,
+            "detail": detail}
 
 
 def outcome_of(ret) -> dict | None:
