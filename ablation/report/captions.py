@@ -46,7 +46,8 @@ FACTORIAL_NOTE = ("Effects: each switch's main effect and every interaction, com
 def own_name(text: str, architecture) -> str:
     """``text`` naming the plain model of ``architecture``: ``SL-CaiT``, ``Δ vs CaiT``."""
     name = ARCHITECTURES.get(architecture, str(architecture))
-    return text if name == "ViT" else re.sub(r"\bViT\b", name, text)
+    # a function, not a template: a record's name is text, never backreferences
+    return text if name == "ViT" else re.sub(r"\bViT\b", lambda _: name, text)
 
 
 def block_architecture(block: pd.DataFrame) -> str:

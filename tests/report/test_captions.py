@@ -23,3 +23,13 @@ def test_speed_is_hidden_when_too_few_steps_were_timed(tmp_path):
     spt_line = next(li for li in report.markdown.splitlines() if li.startswith("| SPT |"))
     assert "4,386" not in vit_line and "—†" in vit_line and "4,386" in spt_line
     assert "† Train img/s left out: timed over only 42 training steps" in report.markdown
+
+
+def test_a_models_name_from_a_record_is_text_in_every_heading():
+    """An architecture no preset names is shown as written: backslashes are no
+    backreferences and ``ViT`` inside it is not replaced again."""
+    from ablation.report.captions import own_name
+
+    assert own_name("SL-ViT", "cait") == "SL-CaiT"
+    assert own_name("ΔTop-1 vs ViT", r"we\1ird$_{x}\input") == r"ΔTop-1 vs we\1ird$_{x}\input"
+    assert own_name("SL-ViT", "ViTa") == "SL-ViTa" and own_name("SL-ViT", 7) == "SL-7"
