@@ -105,10 +105,10 @@ def _read_manifest(folder: Path) -> dict | None:
 def generation(out: Path) -> Iterator[Generation]:
     """A staging folder to write a whole report into; on success it becomes ``out``'s."""
     recover(out)  # a report killed earlier: its swap finished or undone first
-    stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
     moved = replaced_folder(out)  # not created until something is set aside
-    current = Generation(stage, moved.with_name("report-" + moved.name))
-    try:
+    try:  # from the stage's making on: a stop at any point leaves no stage behind
+        stage = make_folder(out / f"{STAGING_PREFIX}{uuid.uuid4().hex[:8]}")
+        current = Generation(stage, moved.with_name("report-" + moved.name))
         yield current
         files = sorted(p.name for p in entries(stage) if is_regular(p))
         earlier, damaged = _manifest(out)
